@@ -1,0 +1,282 @@
+"""What a scenario is, and how (scenario, version, seed) becomes an instance.
+
+Contract 1 of DESIGN.md: the tuple (scenario id, version, seed | canonical) determines
+params, trace, artifacts and key. Each scenario module under `scenarios/` exports one
+`Scenario`; this module holds the shared machinery: parameter declaration with units
+and ranges, seeded draws, overrides, the answer-key shape (contract 3) and the
+Kineto top-level metadata every trace carries.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, Union, get_args, get_origin
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from app import physics
+from app.trace.builder import Trace, TraceBuilder
+
+SeedLabel = Union[int, Literal["canonical"]]
+
+# Kineto floors the system clock to a 3-month boundary for baseTimeNanoseconds
+# (ChromeTraceBaseTime); 2026-10-01T00:00:00Z is such a boundary.
+BASE_TIME_NS = 1_790_812_800 * 10**9
+
+COMMON_OBSERVATIONS = ("step_ms", "expected_step_ms", "speedup")
+
+
+class InstanceError(ValueError):
+    """A request for an instance that cannot exist: the message is one line for the user."""
+
+
+def param(default: Any, *, unit: str, ge: float | None = None, le: float | None = None,
+          draw: tuple[float, float] | None = None, choices: list | None = None,
+          description: str = "") -> Any:
+    """A scenario parameter: its unit, its valid range, and the range seeded draws use.
+
+    `draw=None` with no `choices` keeps the default on every seed (e.g. how many steps
+    the trace shows), while still letting `--param` override it within [ge, le].
+    """
+    extra: dict[str, Any] = {"unit": unit}
+    if draw is not None:
+        extra["draw"] = list(draw)
+    if choices is not None:
+        extra["choices"] = list(choices)
+    return Field(default, ge=ge, le=le, description=description, json_schema_extra=extra)
+
+
+class ScenarioParams(BaseModel):
+    """Base of every scenario's Params: strict, immutable, drawn from a seed."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @classmethod
+    def canonical(cls) -> "ScenarioParams":
+        """The seed document's case; subclasses override when it differs from the defaults."""
+        return cls()
+
+    @classmethod
+    def draw(cls, rng: np.random.Generator) -> "ScenarioParams":
+        """A random instance: each drawable field uniform over its draw range, in field order."""
+        values: dict[str, Any] = {}
+        for name, f in cls.model_fields.items():
+            extra = f.json_schema_extra or {}
+            if "choices" in extra:
+                values[name] = extra["choices"][int(rng.integers(len(extra["choices"])))]
+            elif "draw" in extra:
+                lo, hi = extra["draw"]
+                if f.annotation is int:
+                    values[name] = int(rng.integers(int(lo), int(hi) + 1))
+                else:
+                    values[name] = round(float(rng.uniform(lo, hi)), 4)
+        return cls.model_validate({**cls().model_dump(), **values})
+
+    @classmethod
+    def describe(cls) -> list[dict]:
+        """Every field with its unit, range and choices: for the CLI's error messages and pages."""
+        out = []
+        for name, f in cls.model_fields.items():
+            extra = f.json_schema_extra or {}
+            lo = hi = None
+            for m in f.metadata:
+                lo = getattr(m, "ge", lo)
+                hi = getattr(m, "le", hi)
+            out.append({"name": name, "unit": extra.get("unit", ""), "min": lo, "max": hi,
+                        "choices": extra.get("choices"), "default": f.default,
+                        "description": f.description or ""})
+        return out
+
+
+def _coerce(cls: type[ScenarioParams], name: str, raw: str) -> Any:
+    """Turn a `--param K=V` string into the field's type, with a one-line error."""
+    f = cls.model_fields[name]
+    ann = f.annotation
+    if get_origin(ann) is Literal or (f.json_schema_extra or {}).get("choices"):
+        choices = (f.json_schema_extra or {}).get("choices") or list(get_args(ann))
+        if raw not in [str(c) for c in choices]:
+            raise InstanceError(f"param {name}={raw!r} is not one of {', '.join(map(str, choices))}")
+        return next(c for c in choices if str(c) == raw)
+    try:
+        if ann is int:
+            return int(raw)
+        if ann is float:
+            return float(raw)
+        if ann is bool:
+            if raw.lower() in ("1", "true", "yes"):
+                return True
+            if raw.lower() in ("0", "false", "no"):
+                return False
+            raise ValueError
+    except ValueError:
+        raise InstanceError(f"param {name}={raw!r} is not a valid {ann.__name__}") from None
+    return raw
+
+
+def apply_overrides(cls: type[ScenarioParams], base: ScenarioParams, overrides: dict[str, Any]) -> ScenarioParams:
+    unknown = sorted(set(overrides) - set(cls.model_fields))
+    if unknown:
+        raise InstanceError(f"unknown param {unknown[0]!r}; valid params: {', '.join(cls.model_fields)}")
+    values = base.model_dump()
+    for k, v in overrides.items():
+        values[k] = _coerce(cls, k, v) if isinstance(v, str) else v
+    try:
+        return cls.model_validate(values)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"]) or "params"
+        desc = {d["name"]: d for d in cls.describe()}.get(loc)
+        rng = f" (valid: {desc['min']} to {desc['max']} {desc['unit']})" if desc and desc["min"] is not None else ""
+        raise InstanceError(f"param {loc}: {err['msg']}{rng}") from None
+
+
+@dataclass
+class Built:
+    """What a scenario's build returns: the key and artifacts now, traces on demand."""
+
+    key: dict
+    artifacts: dict
+    trace_for_rank: Callable[[int], Trace]
+    ranks: int = 1  # how many per-rank traces the instance exports
+
+
+@dataclass
+class Scenario:
+    id: str
+    version: int
+    title: str
+    signature: str  # one line: what the timeline shows
+    Params: type[ScenarioParams]
+    build: Callable[[ScenarioParams, np.random.Generator, SeedLabel], Built]
+    observations: tuple[str, ...]  # ids this scenario's key must carry beyond the common ones
+    module_doc: str = ""
+
+    def rng(self, seed: SeedLabel, stream: int) -> np.random.Generator:
+        """Independent, reproducible random streams per (scenario, version, seed, purpose)."""
+        tag = 2**32 - 1 if seed == "canonical" else int(seed)
+        return np.random.default_rng([zlib.crc32(self.id.encode()), self.version, tag, stream])
+
+    def params_for(self, seed: SeedLabel, overrides: dict[str, Any] | None = None) -> ScenarioParams:
+        base = self.Params.canonical() if seed == "canonical" else self.Params.draw(self.rng(seed, 0))
+        return apply_overrides(self.Params, base, overrides or {})
+
+    def instance(self, seed: SeedLabel, overrides: dict[str, Any] | None = None) -> "Instance":
+        params = self.params_for(seed, overrides)
+        built = self.build(params, self.rng(seed, 1), seed)
+        return Instance(self, seed, params, built)
+
+
+@dataclass
+class Instance:
+    scenario: Scenario
+    seed: SeedLabel
+    params: ScenarioParams
+    built: Built
+    _traces: dict[int, Trace] = field(default_factory=dict)
+
+    @property
+    def key(self) -> dict:
+        return self.built.key
+
+    @property
+    def artifacts(self) -> dict:
+        return self.built.artifacts
+
+    @property
+    def ranks(self) -> int:
+        return self.built.ranks
+
+    def trace(self, rank: int = 0) -> Trace:
+        if not 0 <= rank < self.ranks:
+            raise InstanceError(f"rank {rank} is outside this instance's {self.ranks} exported "
+                                f"rank(s): valid ranks 0 to {self.ranks - 1}")
+        if rank not in self._traces:
+            self._traces[rank] = self.built.trace_for_rank(rank)
+        return self._traces[rank]
+
+    def trace_name(self, rank: int = 0) -> str:
+        suffix = f" rank {rank}" if self.ranks > 1 else ""
+        return f"tracedojo {self.scenario.id} v{self.scenario.version} seed {self.seed}{suffix}"
+
+
+# -- the answer key (contract 3) ------------------------------------------------
+
+def obs(id: str, label: str, value: float, unit: str, digits: int = 2) -> dict:
+    return {"id": id, "label": label, "value": round(float(value), digits), "unit": unit}
+
+
+def make_key(scn: Scenario, params: ScenarioParams, seed: SeedLabel, *, brief: str,
+             observations: list[dict], discipline: dict, root_cause: str, traps: list[dict],
+             decisive_measurement: str, confirmation: str, fix: str, expected: dict,
+             model_answer: str, marks: dict | None = None) -> dict:
+    """Assemble the key and check it carries every observation its scenario promises."""
+    ids = [o["id"] for o in observations]
+    missing = [i for i in COMMON_OBSERVATIONS + scn.observations if i not in ids]
+    if missing:
+        raise AssertionError(f"{scn.id} key lacks observations {missing}")
+    assert set(discipline) == {"step_boundary", "gaps", "overlap", "longest_kernel"}
+    return {
+        "scenario": scn.id, "version": scn.version, "seed": seed, "params": params.model_dump(),
+        "brief": brief, "observations": observations, "discipline": discipline,
+        "root_cause": root_cause, "traps": traps, "decisive_measurement": decisive_measurement,
+        "confirmation": confirmation, "fix": fix, "expected": expected,
+        "model_answer": model_answer, "marks": marks or {},
+    }
+
+
+def observation(key: dict, id: str) -> float:
+    return next(o["value"] for o in key["observations"] if o["id"] == id)
+
+
+# -- Kineto top level -----------------------------------------------------------
+
+def device_properties(gpu: physics.Gpu, count: int) -> list[dict]:
+    """`deviceProperties` as torch.profiler writes it, one entry per visible GPU."""
+    smem = {"sm90": (49152, 233472, 232448), "sm80": (49152, 167936, 166912), "sm89": (49152, 102400, 101376)}[gpu.arch]
+    return [{"id": i, "name": gpu.name, "totalGlobalMem": gpu.total_mem_bytes,
+             "computeMajor": gpu.compute_major, "computeMinor": gpu.compute_minor,
+             "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048 if gpu.arch != "sm89" else 1536,
+             "regsPerBlock": 65536, "regsPerMultiprocessor": 65536, "warpSize": 32,
+             "sharedMemPerBlock": smem[0], "sharedMemPerMultiprocessor": smem[1],
+             "numSms": gpu.num_sms, "sharedMemPerBlockOptin": smem[2]} for i in range(count)]
+
+
+def distributed_info(rank: int, world: int, backend: str = "nccl") -> dict:
+    return {"backend": backend, "rank": rank, "world_size": world, "pg_count": 1,
+            "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl",
+                           "pg_size": world, "ranks": list(range(world))}],
+            "nccl_version": "2.21.5"}
+
+
+def new_builder(rng: np.random.Generator, gpu: physics.Gpu, rank: int = 0, world: int = 1,
+                visible_gpus: int | None = None) -> tuple[TraceBuilder, int, int]:
+    """A builder with the top-level keys set; returns (builder, host pid, trace start ns).
+
+    The start is a seeded moment some weeks into the quarter, so ts values look like
+    real relative Kineto timestamps (~4e12 µs) and differ per seed.
+    """
+    top = {"deviceProperties": device_properties(gpu, visible_gpus or 1)}
+    if world > 1:
+        top["distributedInfo"] = distributed_info(rank, world)
+    top.update({"cupti_version": 24, "cuda_runtime_version": 12040, "cuda_driver_version": 12040,
+                "record_shapes": 1})
+    start_ns = int(rng.integers(20, 80)) * 86_400 * 10**9 + int(rng.integers(0, 86_400 * 10**6)) * 1000
+    host_pid = int(rng.integers(100_000, 3_000_000))
+    return TraceBuilder(BASE_TIME_NS, top), host_pid, start_ns
+
+
+def gpu_clock_report(gpu: physics.Gpu, count: int, rng: np.random.Generator,
+                     overrides: dict[int, dict] | None = None, util_pct: float = 100.0) -> list[dict]:
+    """What nvidia-smi -q -d PERFORMANCE,CLOCK and DCGM read per GPU: healthy unless overridden."""
+    out = []
+    for i in range(count):
+        row = {"index": i, "name": gpu.name, "sm_clock_mhz": gpu.max_sm_clock_mhz,
+               "max_sm_clock_mhz": gpu.max_sm_clock_mhz, "mem_clock_mhz": gpu.mem_clock_mhz,
+               "temperature_c": int(rng.integers(52, 68)), "power_w": round(float(gpu.tdp_w * rng.uniform(0.72, 0.9)), 1),
+               "power_limit_w": gpu.tdp_w, "utilization_pct": util_pct, "throttle_reasons": [],
+               "performance_state": "P0"}
+        row.update((overrides or {}).get(i, {}))
+        out.append(row)
+    return out

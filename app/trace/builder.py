@@ -1,0 +1,217 @@
+"""The in-memory trace: one set of columns per event, built by appending whole arrays.
+
+Scenarios emit events in vectorized batches (a whole phase of kernels at once), so a
+million-event trace is a handful of numpy concatenations, not a million Python objects.
+Times are integer nanoseconds relative to the trace's `base_time_ns`, which keeps the
+export exact and byte-identical for the same seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import numpy as np
+
+
+class Kind(IntEnum):
+    """How an event's args are rendered; see app.trace.kineto."""
+
+    CPU = 0  # cpu_op / user_annotation / python_function: {"External id"}
+    RUNTIME = 1  # cuda_runtime / cuda_driver: {"External id", "cbid", "correlation"}
+    KERNEL = 2  # kernel: launch ids, stream, and the kernel's static launch config
+    MEMORY = 3  # gpu_memcpy / gpu_memset: bytes and achieved bandwidth
+    GPU_ANNOTATION = 4  # gpu_user_annotation: on the GPU pid/stream, no args.stream
+
+
+@dataclass
+class KernelInfo:
+    """Launch configuration torch.profiler records for a kernel name."""
+
+    grid: tuple[int, int, int] = (1, 1, 1)
+    block: tuple[int, int, int] = (128, 1, 1)
+    registers_per_thread: int = 32
+    shared_memory: int = 0
+
+
+# cbid values of the CUDA runtime callbacks Kineto records (cupti_runtime_cbid.h).
+CBID = {
+    "cudaLaunchKernel": 211,
+    "cudaMemcpyAsync": 41,
+    "cudaMemsetAsync": 51,
+    "cudaStreamSynchronize": 131,
+    "cudaStreamWaitEvent": 147,
+    "cudaEventRecord": 135,
+    "cudaDeviceSynchronize": 165,
+    "cudaGraphLaunch": 311,
+    "cudaLaunchKernelExC": 430,
+    "cudaEventQuery": 136,
+}
+
+
+@dataclass
+class Trace:
+    """A finished trace: columns sorted by (ts, -dur), plus metadata."""
+
+    base_time_ns: int
+    top: dict  # top-level keys: deviceProperties, distributedInfo, ...
+    names: list[str]
+    cats: list[str]
+    kind: np.ndarray
+    cat: np.ndarray
+    name: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    ts_ns: np.ndarray
+    dur_ns: np.ndarray
+    ext: np.ndarray
+    corr: np.ndarray
+    nbytes: np.ndarray
+    extra: np.ndarray  # index into `extras`, -1 for none
+    extras: list[dict]
+    kernel_info: dict[int, KernelInfo]
+    processes: list[tuple]  # (pid, name, label, sort_index)
+    threads: list[tuple]  # (pid, tid, name, sort_index)
+    instants: list[dict] = field(default_factory=list)  # ready Kineto dicts, ts in ns
+
+    def __len__(self) -> int:
+        return len(self.ts_ns)
+
+    def flow_count(self) -> int:
+        """ac2g flows the export adds: one s/f pair per GPU op whose launch is in the trace."""
+        return 2 * len(_launch_pairs(self)[0])
+
+    def event_count(self) -> int:
+        """Events the Kineto export writes, metadata and flows included."""
+        return len(self) + self.flow_count() + len(self.instants) + len(self.processes) * 3 + len(self.threads) * 2
+
+
+def _launch_pairs(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Indices (launch, gpu op) of events joined by correlation id."""
+    is_launch = (trace.kind == Kind.RUNTIME) & (trace.corr > 0)
+    is_gpu = ((trace.kind == Kind.KERNEL) | (trace.kind == Kind.MEMORY)) & (trace.corr > 0)
+    li = np.flatnonzero(is_launch)
+    gi = np.flatnonzero(is_gpu)
+    if len(li) == 0 or len(gi) == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    order = np.argsort(trace.corr[li], kind="stable")
+    li_sorted = li[order]
+    keys = trace.corr[li_sorted]
+    pos = np.searchsorted(keys, trace.corr[gi])
+    pos = np.minimum(pos, len(keys) - 1)
+    hit = keys[pos] == trace.corr[gi]
+    return li_sorted[pos[hit]], gi[hit]
+
+
+launch_pairs = _launch_pairs
+
+
+class TraceBuilder:
+    """Collects event batches; `build()` concatenates and sorts them once."""
+
+    def __init__(self, base_time_ns: int, top: dict | None = None):
+        self.base_time_ns = int(base_time_ns)
+        self.top = dict(top or {})
+        self._names: dict[str, int] = {}
+        self._cats: dict[str, int] = {}
+        self._chunks: list[tuple] = []
+        self._extras: list[dict] = []
+        self._kernel_info: dict[int, KernelInfo] = {}
+        self._processes: list[tuple] = []
+        self._threads: list[tuple] = []
+        self._instants: list[dict] = []
+        self._next_corr = 1
+        self._next_ext = 1
+
+    # -- ids -------------------------------------------------------------
+    def name_id(self, name: str) -> int:
+        nid = self._names.get(name)
+        if nid is None:
+            nid = self._names[name] = len(self._names)
+        return nid
+
+    def name_ids(self, names) -> np.ndarray:
+        return np.fromiter((self.name_id(n) for n in names), dtype=np.int32, count=len(names))
+
+    def correlation_ids(self, n: int) -> np.ndarray:
+        """Fresh CUPTI correlation ids, increasing in launch order as CUPTI assigns them."""
+        ids = np.arange(self._next_corr, self._next_corr + n, dtype=np.int64)
+        self._next_corr += n
+        return ids
+
+    def external_ids(self, n: int) -> np.ndarray:
+        ids = np.arange(self._next_ext, self._next_ext + n, dtype=np.int64)
+        self._next_ext += n
+        return ids
+
+    # -- metadata --------------------------------------------------------
+    def process(self, pid: int, name: str, label: str, sort_index: int) -> None:
+        self._processes.append((pid, name, label, sort_index))
+
+    def thread(self, pid: int, tid: int, name: str, sort_index: int) -> None:
+        self._threads.append((pid, tid, name, sort_index))
+
+    def kernel(self, name: str, info: KernelInfo) -> int:
+        nid = self.name_id(name)
+        self._kernel_info.setdefault(nid, info)
+        return nid
+
+    def instant(self, event: dict) -> None:
+        """An `i` event, ts in ns relative to base (rendered to µs on export)."""
+        self._instants.append(event)
+
+    # -- events ----------------------------------------------------------
+    def add(self, kind: Kind, cat: str, name, pid, tid, ts_ns, dur_ns, *, ext=0, corr=0,
+            nbytes=0, extra: list[dict | None] | dict | None = None) -> None:
+        """Append a batch of complete (`X`) events; scalars broadcast over the batch.
+
+        `name` is a string, a list of strings, or an array of ids from `name_id`.
+        """
+        ts = np.atleast_1d(np.asarray(ts_ns, dtype=np.int64))
+        n = len(ts)
+        if n == 0:
+            return
+        if isinstance(name, str):
+            names = np.full(n, self.name_id(name), np.int32)
+        elif isinstance(name, np.ndarray) and name.dtype.kind in "iu":
+            names = name.astype(np.int32)
+        else:
+            names = self.name_ids(list(name))
+        if extra is None:
+            extra_idx = np.full(n, -1, np.int32)
+        else:
+            items = [extra] * n if isinstance(extra, dict) else list(extra)
+            extra_idx = np.full(n, -1, np.int32)
+            for i, item in enumerate(items):
+                if item:
+                    extra_idx[i] = len(self._extras)
+                    self._extras.append(item)
+        cat_id = self._cats.setdefault(cat, len(self._cats))
+
+        def col(v, dtype=np.int64):
+            a = np.asarray(v, dtype=dtype)
+            return np.broadcast_to(a, (n,)) if a.ndim == 0 else a
+
+        dur = col(dur_ns)
+        if np.any(dur < 0):
+            raise ValueError(f"negative duration in a batch of {cat} events")
+        self._chunks.append((
+            np.full(n, int(kind), np.int8), np.full(n, cat_id, np.int16), names,
+            col(pid), col(tid), ts, dur, col(ext), col(corr), col(nbytes), extra_idx,
+        ))
+
+    def build(self) -> Trace:
+        cols = [np.concatenate([c[i] for c in self._chunks]) if self._chunks else np.empty(0, np.int64)
+                for i in range(11)]
+        kind, cat, name, pid, tid, ts, dur, ext, corr, nbytes, extra = cols
+        # Parents before children at equal start: longer first, as Kineto's viewers expect.
+        order = np.lexsort((-dur, ts))
+        return Trace(
+            base_time_ns=self.base_time_ns, top=self.top,
+            names=list(self._names), cats=list(self._cats),
+            kind=kind[order], cat=cat[order], name=name[order], pid=pid[order], tid=tid[order],
+            ts_ns=ts[order], dur_ns=dur[order], ext=ext[order], corr=corr[order],
+            nbytes=nbytes[order], extra=extra[order], extras=self._extras,
+            kernel_info=self._kernel_info, processes=self._processes, threads=self._threads,
+            instants=self._instants,
+        )

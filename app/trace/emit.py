@@ -1,0 +1,98 @@
+"""Emit the rows torch.profiler records when a CPU thread launches kernels.
+
+One call emits a whole phase: per kernel a `cpu_op` (the aten op), inside it a
+`cudaLaunchKernel` runtime call, and the kernel on its stream, linked by a fresh
+correlation id (the export adds the `ac2g` flow pair) and by External id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.trace.builder import Kind, TraceBuilder
+from app.trace.schedule import LAUNCH_QUEUE_DEPTH, launch_and_run
+
+
+@dataclass
+class Launched:
+    """Where a phase landed, all int64 ns relative to the trace base."""
+
+    op_start: np.ndarray
+    op_end: np.ndarray
+    kernel_start: np.ndarray
+    kernel_end: np.ndarray
+
+    @property
+    def cpu_end(self) -> int:
+        return int(self.op_end[-1]) if len(self.op_end) else 0
+
+    @property
+    def gpu_end(self) -> int:
+        return int(self.kernel_end[-1]) if len(self.kernel_end) else 0
+
+
+def launch_phase(b: TraceBuilder, *, host_pid: int, cpu_tid: int, gpu_pid: int, stream: int,
+                 op_names: np.ndarray, kernel_names: np.ndarray, kernel_dur_ns: np.ndarray,
+                 cpu_t0: int, gpu_t0: int, op_overhead_ns: np.ndarray, launch_ns: np.ndarray,
+                 gpu_gap_ns: np.ndarray | int, launch_latency_ns: int = 3_000,
+                 op_cat: str = "cpu_op", queue_depth: int = LAUNCH_QUEUE_DEPTH,
+                 kernel_extra=None, launch_api: str = "cudaLaunchKernel") -> Launched:
+    """Emit one op + launch + kernel per entry; returns the timing.
+
+    op_names / kernel_names: name ids (TraceBuilder.name_id). op_overhead_ns: the
+    framework's CPU time in each op before it calls the launch API; launch_ns: the API
+    call's own time. The op ends a short epilogue after the launch returns.
+    """
+    n = len(kernel_names)
+    if n == 0:
+        z = np.empty(0, np.int64)
+        return Launched(z, z, z, z)
+    op_overhead_ns = np.asarray(op_overhead_ns, np.int64)
+    launch_ns = np.asarray(launch_ns, np.int64)
+    epilogue = np.maximum(op_overhead_ns // 8, 500)  # result wrapping after the launch returns
+    cost = op_overhead_ns + launch_ns + epilogue
+    op_start, launch_start, launch_dur, k_start = launch_and_run(
+        cpu_t0, cost, op_overhead_ns, launch_ns, kernel_dur_ns, gpu_t0, gpu_gap_ns,
+        launch_latency_ns, queue_depth)
+    op_dur = (launch_start - op_start) + launch_dur + epilogue
+    corr = b.correlation_ids(n)
+    ext = b.external_ids(n)
+    b.add(Kind.CPU, op_cat, op_names, host_pid, cpu_tid, op_start, op_dur, ext=ext)
+    b.add(Kind.RUNTIME, "cuda_runtime", launch_api, host_pid, cpu_tid, launch_start, launch_dur,
+          ext=ext, corr=corr)
+    b.add(Kind.KERNEL, "kernel", kernel_names, gpu_pid, stream, k_start, kernel_dur_ns, ext=ext, corr=corr,
+          extra=kernel_extra)
+    return Launched(op_start, op_start + op_dur, k_start, k_start + np.asarray(kernel_dur_ns, np.int64))
+
+
+def cpu_span(b: TraceBuilder, name: str, pid: int, tid: int, start_ns: int, end_ns: int,
+             cat: str = "user_annotation", extra: dict | None = None) -> None:
+    """One annotation or op on a CPU thread, e.g. ProfilerStep#N or a DataLoader wait."""
+    b.add(Kind.CPU, cat, name, pid, tid, [int(start_ns)], [int(end_ns - start_ns)],
+          ext=b.external_ids(1), extra=[extra] if extra else None)
+
+
+def runtime_call(b: TraceBuilder, name: str, pid: int, tid: int, start_ns: int, dur_ns: int,
+                 correlation: bool = True) -> int:
+    """A CUDA runtime call that launches nothing (synchronize, event record); returns its correlation."""
+    corr = int(b.correlation_ids(1)[0]) if correlation else 0
+    b.add(Kind.RUNTIME, "cuda_runtime", name, pid, tid, [int(start_ns)], [int(dur_ns)],
+          ext=b.external_ids(1), corr=corr)
+    return corr
+
+
+def memcpy(b: TraceBuilder, *, host_pid: int, cpu_tid: int, gpu_pid: int, stream: int, kind: str,
+           nbytes: int, cpu_start_ns: int, api_ns: int, gpu_start_ns: int, gpu_dur_ns: int,
+           op_name: str = "aten::copy_") -> None:
+    """A cudaMemcpyAsync inside its aten op, and the copy on the GPU (kind: HtoD, DtoH, DtoD)."""
+    label = {"HtoD": "Memcpy HtoD (Pageable -> Device)", "HtoD_pinned": "Memcpy HtoD (Pinned -> Device)",
+             "DtoH": "Memcpy DtoH (Device -> Pageable)", "DtoD": "Memcpy DtoD (Device -> Device)"}[kind]
+    corr = b.correlation_ids(1)
+    ext = b.external_ids(1)
+    b.add(Kind.CPU, "cpu_op", op_name, host_pid, cpu_tid, [cpu_start_ns], [api_ns + 4_000], ext=ext)
+    b.add(Kind.RUNTIME, "cuda_runtime", "cudaMemcpyAsync", host_pid, cpu_tid, [cpu_start_ns + 2_000],
+          [api_ns], ext=ext, corr=corr)
+    b.add(Kind.MEMORY, "gpu_memcpy", label, gpu_pid, stream, [gpu_start_ns], [gpu_dur_ns], ext=ext,
+          corr=corr, nbytes=nbytes)

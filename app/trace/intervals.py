@@ -1,0 +1,37 @@
+"""Interval arithmetic on sorted int64 ns arrays, for keys computed from emitted timings."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merge overlapping [start, end) intervals; returns sorted disjoint intervals."""
+    if len(starts) == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    order = np.argsort(starts, kind="stable")
+    s, e = np.asarray(starts)[order], np.asarray(ends)[order]
+    run_end = np.maximum.accumulate(e)
+    new = np.ones(len(s), bool)
+    new[1:] = s[1:] > run_end[:-1]
+    idx = np.flatnonzero(new)
+    out_s = s[idx]
+    out_e = np.maximum.reduceat(run_end, idx)
+    return out_s, out_e
+
+
+def busy_ns(starts, ends, lo: int, hi: int) -> int:
+    """Length of the union of intervals inside [lo, hi)."""
+    s, e = union(np.asarray(starts), np.asarray(ends))
+    s, e = np.clip(s, lo, hi), np.clip(e, lo, hi)
+    return int((e - s).sum())
+
+
+def gaps(starts, ends, lo: int, hi: int) -> list[tuple[int, int]]:
+    """Idle intervals inside [lo, hi) not covered by any interval, in time order."""
+    s, e = union(np.asarray(starts), np.asarray(ends))
+    keep = (e > lo) & (s < hi)
+    s, e = np.clip(s[keep], lo, hi), np.clip(e[keep], lo, hi)
+    edges_s = np.concatenate([[lo], e])
+    edges_e = np.concatenate([s, [hi]])
+    return [(int(a), int(b)) for a, b in zip(edges_s, edges_e) if b > a]

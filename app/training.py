@@ -1,0 +1,161 @@
+"""The rows of one data-parallel training step, as torch.profiler records them.
+
+Scenarios decide the physics (how long forward, backward, the collective and the
+optimizer take, and what depends on what); these helpers turn that into the rows a
+real step shows: ProfilerStep on the main thread, forward launches there, backward
+launches on the autograd device thread, the DDP all-reduce on the NCCL stream, the
+fused optimizer, and the `.item()` that makes the CPU wait for the GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from app import physics, workload
+from app.trace.builder import Kind, KernelInfo, TraceBuilder
+from app.trace.emit import Launched, cpu_span, launch_phase, memcpy, runtime_call
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Where a training process's rows live in the trace."""
+
+    host_pid: int
+    main_tid: int
+    autograd_tid: int
+    gpu: int  # device index = the GPU rows' pid
+    compute_stream: int = 7  # the default stream on NVIDIA
+    nccl_stream: int = 0  # 0: no NCCL stream
+    copy_stream: int = 0
+
+    def name_rows(self, b: TraceBuilder, gpu_name: str, rank: int | None = None, workers: list[int] = ()) -> None:
+        label = f"rank {rank}" if rank is not None else "python"
+        b.process(self.host_pid, f"python3 ({label})", "CPU", 0)
+        b.process(self.gpu, f"GPU {self.gpu}", f"GPU {self.gpu}", 1_000 + self.gpu)
+        b.thread(self.host_pid, self.main_tid, f"thread {self.main_tid} (pt_main_thread)", 1)
+        b.thread(self.host_pid, self.autograd_tid, f"thread {self.autograd_tid} (pt_autograd_{self.gpu})", 2)
+        for i, w in enumerate(workers):
+            b.thread(self.host_pid, w, f"thread {w} (pt_data_worker_{i})", 10 + i)
+        b.thread(self.gpu, self.compute_stream, f"stream {self.compute_stream} ", self.compute_stream)
+        if self.nccl_stream:
+            b.thread(self.gpu, self.nccl_stream, f"stream {self.nccl_stream} ", self.nccl_stream)
+        if self.copy_stream:
+            b.thread(self.gpu, self.copy_stream, f"stream {self.copy_stream} ", self.copy_stream)
+
+
+def op_overheads_ns(rng: np.random.Generator, n: int, mean_us: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per-op framework time before the launch, and the cudaLaunchKernel call itself.
+
+    Eager PyTorch spends ~10-40 µs of dispatcher and Python per op with the profiler on;
+    cudaLaunchKernel itself takes ~4-8 µs (CUDA 12 on x86 hosts).
+    """
+    overhead = np.maximum(rng.gamma(4.0, mean_us / 4.0, n), 2.0) * 1e3
+    launch = rng.uniform(4.0, 8.0, n) * 1e3
+    return overhead.astype(np.int64), launch.astype(np.int64)
+
+
+def forward_backward(b: TraceBuilder, topo: Topology, rng: np.random.Generator, *,
+                     fwd: list[workload.KernelSpec], fwd_ns: np.ndarray,
+                     bwd: list[workload.KernelSpec], bwd_ns: np.ndarray,
+                     cpu_t0: int, gpu_t0: int, op_mean_us: float = 25.0,
+                     gpu_gap_ns: int = 1_200, module: str = "DistributedDataParallel.forward"
+                     ) -> tuple[Launched, Launched]:
+    """Forward on the main thread, backward on the autograd thread, one stream."""
+    ops, kernels = workload.intern(b, fwd)
+    oh, ln = op_overheads_ns(rng, len(fwd), op_mean_us)
+    f = launch_phase(b, host_pid=topo.host_pid, cpu_tid=topo.main_tid, gpu_pid=topo.gpu,
+                     stream=topo.compute_stream, op_names=ops, kernel_names=kernels, kernel_dur_ns=fwd_ns,
+                     cpu_t0=cpu_t0, gpu_t0=gpu_t0, op_overhead_ns=oh, launch_ns=ln, gpu_gap_ns=gpu_gap_ns)
+    cpu_span(b, module, topo.host_pid, topo.main_tid, cpu_t0 - 2_000, f.cpu_end + 3_000)
+    ops, kernels = workload.intern(b, bwd)
+    oh, ln = op_overheads_ns(rng, len(bwd), op_mean_us)
+    bw = launch_phase(b, host_pid=topo.host_pid, cpu_tid=topo.autograd_tid, gpu_pid=topo.gpu,
+                      stream=topo.compute_stream, op_names=ops, kernel_names=kernels, kernel_dur_ns=bwd_ns,
+                      cpu_t0=f.cpu_end + 20_000, gpu_t0=f.gpu_end, op_overhead_ns=oh, launch_ns=ln,
+                      gpu_gap_ns=gpu_gap_ns)
+    return f, bw
+
+
+def allreduce(b: TraceBuilder, topo: Topology, *, cpu_t0: int, gpu_ready: int, dur_ns: int,
+              nelems: int, world: int, channels: int = 24) -> tuple[int, int, int]:
+    """One NCCL all-reduce launched from the main thread; returns (cpu_end, kernel start, kernel end).
+
+    The NCCL stream first waits on an event recorded on the compute stream (the
+    gradients must exist), so the kernel starts no earlier than `gpu_ready`.
+    """
+    coll = {"Collective name": "allreduce", "In msg nelems": nelems, "Out msg nelems": nelems,
+            "Group size": world, "dtype": "BFloat16", "In split size": "[]", "Out split size": "[]",
+            "Process Group Name": "0", "Process Group Description": "default_pg",
+            "Process Group Ranks": str(list(range(world)))}
+    pid, tid = topo.host_pid, topo.main_tid
+    cpu_span(b, "c10d::allreduce_", pid, tid, cpu_t0, cpu_t0 + 120_000, cat="cpu_op")
+    cpu_span(b, "record_param_comms", pid, tid, cpu_t0 + 5_000, cpu_t0 + 110_000, cat="cpu_op",
+             extra={**coll, "Global rank start": 0, "Global rank stride": 1})
+    cpu_span(b, "nccl:all_reduce", pid, tid, cpu_t0 + 20_000, cpu_t0 + 100_000)
+    runtime_call(b, "cudaEventRecord", pid, tid, cpu_t0 + 25_000, 3_000)
+    runtime_call(b, "cudaStreamWaitEvent", pid, tid, cpu_t0 + 30_000, 3_000)
+    launch_at = cpu_t0 + 60_000
+    k_start = max(gpu_ready + 4_000, launch_at + 12_000)
+    corr = b.correlation_ids(1)
+    ext = b.external_ids(1)
+    b.add(Kind.RUNTIME, "cuda_runtime", "cudaLaunchKernel", pid, tid, [launch_at], [9_000], ext=ext, corr=corr)
+    name = b.kernel(workload.NCCL_ALLREDUCE, KernelInfo(grid=(channels, 1, 1), block=(640, 1, 1),
+                                                        registers_per_thread=96, shared_memory=87_568))
+    b.add(Kind.KERNEL, "kernel", np.array([name]), topo.gpu, topo.nccl_stream, [k_start], [dur_ns],
+          ext=ext, corr=corr, extra=[coll])
+    return cpu_t0 + 120_000, k_start, k_start + dur_ns
+
+
+def optimizer(b: TraceBuilder, topo: Topology, rng: np.random.Generator, *, params: float, cpu_t0: int,
+              gpu_ready: int, gpu: physics.Gpu, bytes_per_param: float = 14.0,
+              tensors_per_launch: int = 110, tensors: int = 0) -> Launched:
+    """Fused AdamW: memory-bound multi_tensor_apply launches over all parameters.
+
+    Bytes: AdamW on bf16 params with bf16 state reads param, grad, exp_avg, exp_avg_sq
+    and writes param, exp_avg, exp_avg_sq: 7 x 2 B = 14 B per parameter, streamed at
+    ~85% of HBM bandwidth (multi_tensor_apply reaches that on large lists).
+    """
+    total_ms = params * bytes_per_param / (gpu.mem_tbps * 1e12 * 0.85) * 1e3
+    n = max(4, (tensors or 300) // tensors_per_launch + 1)
+    info = KernelInfo(grid=(320, 1, 1), block=(512, 1, 1), registers_per_thread=64, shared_memory=0)
+    specs = [workload.KernelSpec("aten::_fused_adamw_", workload.ADAM, 0.0, 1.0, info, "ew")] * n
+    durs = workload.scaled_durations_ns(np.ones(n), total_ms, rng, jitter=0.02)
+    start = cpu_t0 + 40_000
+    cpu_span(b, "Optimizer.step#AdamW.step", topo.host_pid, topo.main_tid, cpu_t0, start + n * 60_000 + 30_000)
+    runtime_call(b, "cudaStreamWaitEvent", topo.host_pid, topo.main_tid, cpu_t0 + 10_000, 3_000)
+    ops, kernels = workload.intern(b, specs)
+    oh, ln = op_overheads_ns(rng, n, 40.0)
+    return launch_phase(b, host_pid=topo.host_pid, cpu_tid=topo.main_tid, gpu_pid=topo.gpu,
+                        stream=topo.compute_stream, op_names=ops, kernel_names=kernels, kernel_dur_ns=durs,
+                        cpu_t0=start, gpu_t0=gpu_ready + 5_000, op_overhead_ns=oh, launch_ns=ln, gpu_gap_ns=1_500)
+
+
+def sync_on_loss(b: TraceBuilder, topo: Topology, *, cpu_t0: int, gpu_done: int) -> int:
+    """`loss.item()`: a 4-byte DtoH copy and a synchronize that blocks the CPU until the
+    GPU drains; this is what ties the CPU's ProfilerStep to the GPU's step. Returns when
+    the CPU resumes."""
+    pid, tid = topo.host_pid, topo.main_tid
+    copy_start = max(gpu_done + 2_000, cpu_t0 + 15_000)
+    end = copy_start + 2_500 + 8_000
+    cpu_span(b, "aten::item", pid, tid, cpu_t0, end + 4_000, cat="cpu_op")
+    cpu_span(b, "aten::_local_scalar_dense", pid, tid, cpu_t0 + 2_000, end + 2_000, cat="cpu_op")
+    memcpy(b, host_pid=pid, cpu_tid=tid, gpu_pid=topo.gpu, stream=topo.compute_stream, kind="DtoH", nbytes=4,
+           cpu_start_ns=cpu_t0 + 4_000, api_ns=9_000, gpu_start_ns=copy_start, gpu_dur_ns=1_600,
+           op_name="aten::copy_")
+    runtime_call(b, "cudaStreamSynchronize", pid, tid, cpu_t0 + 16_000, end - (cpu_t0 + 16_000))
+    return end + 4_000
+
+
+def model_shape(params: float) -> dict:
+    """Llama-style dimensions for a dense model of `params` parameters.
+
+    Layers grow slowly with size (32 at 8B, 40 at 13B, as Llama 2/3 have);
+    params ~ 12 x layers x hidden^2 fixes the hidden size; FFN at 3.5x hidden (Llama 3);
+    grouped-query attention with a quarter of the heads for K and V.
+    """
+    layers = int(np.clip(round(20 + 1.5 * params / 1e9), 16, 96))
+    hidden = int(128 * round((params / (12 * layers)) ** 0.5 / 128))
+    ffn = int(256 * round(3.5 * hidden / 256))
+    return {"layers": layers, "hidden": hidden, "ffn": ffn, "kv_hidden": hidden // 4}
