@@ -151,6 +151,12 @@ class Scenario:
     Params: type[ScenarioParams]
     build: Callable[[ScenarioParams, np.random.Generator, SeedLabel], Built]
     observations: tuple[str, ...]  # ids this scenario's key must carry beyond the common ones
+    # The seed document's headline numbers (observation id -> value) that the canonical
+    # instance reproduces within 2%; tests/test_scenarios.py checks them.
+    seed_headlines: dict[str, float] = field(default_factory=dict)
+    # What an independent reader measures on the exported trace (metric -> observation
+    # id it must match within 2%); the metrics are defined in tests/kineto_reader.py.
+    reader_checks: dict[str, str] = field(default_factory=dict)
     module_doc: str = ""
 
     def rng(self, seed: SeedLabel, stream: int) -> np.random.Generator:

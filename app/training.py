@@ -123,13 +123,15 @@ def optimizer(b: TraceBuilder, topo: Topology, rng: np.random.Generator, *, para
     specs = [workload.KernelSpec("aten::_fused_adamw_", workload.ADAM, 0.0, 1.0, info, "ew")] * n
     durs = workload.scaled_durations_ns(np.ones(n), total_ms, rng, jitter=0.02)
     start = cpu_t0 + 40_000
-    cpu_span(b, "Optimizer.step#AdamW.step", topo.host_pid, topo.main_tid, cpu_t0, start + n * 60_000 + 30_000)
     runtime_call(b, "cudaStreamWaitEvent", topo.host_pid, topo.main_tid, cpu_t0 + 10_000, 3_000)
     ops, kernels = workload.intern(b, specs)
     oh, ln = op_overheads_ns(rng, n, 40.0)
-    return launch_phase(b, host_pid=topo.host_pid, cpu_tid=topo.main_tid, gpu_pid=topo.gpu,
+    done = launch_phase(b, host_pid=topo.host_pid, cpu_tid=topo.main_tid, gpu_pid=topo.gpu,
                         stream=topo.compute_stream, op_names=ops, kernel_names=kernels, kernel_dur_ns=durs,
                         cpu_t0=start, gpu_t0=gpu_ready + 5_000, op_overhead_ns=oh, launch_ns=ln, gpu_gap_ns=1_500)
+    cpu_span(b, "Optimizer.step#AdamW.step", topo.host_pid, topo.main_tid, cpu_t0, done.cpu_end + 8_000)
+    done.op_end[-1] += 8_000  # callers continue after the annotation closes
+    return done
 
 
 def sync_on_loss(b: TraceBuilder, topo: Topology, *, cpu_t0: int, gpu_done: int) -> int:
@@ -137,14 +139,14 @@ def sync_on_loss(b: TraceBuilder, topo: Topology, *, cpu_t0: int, gpu_done: int)
     GPU drains; this is what ties the CPU's ProfilerStep to the GPU's step. Returns when
     the CPU resumes."""
     pid, tid = topo.host_pid, topo.main_tid
-    copy_start = max(gpu_done + 2_000, cpu_t0 + 15_000)
+    copy_start = max(gpu_done + 2_000, cpu_t0 + 20_000)
     end = copy_start + 2_500 + 8_000
     cpu_span(b, "aten::item", pid, tid, cpu_t0, end + 4_000, cat="cpu_op")
     cpu_span(b, "aten::_local_scalar_dense", pid, tid, cpu_t0 + 2_000, end + 2_000, cat="cpu_op")
     memcpy(b, host_pid=pid, cpu_tid=tid, gpu_pid=topo.gpu, stream=topo.compute_stream, kind="DtoH", nbytes=4,
            cpu_start_ns=cpu_t0 + 4_000, api_ns=9_000, gpu_start_ns=copy_start, gpu_dur_ns=1_600,
            op_name="aten::copy_")
-    runtime_call(b, "cudaStreamSynchronize", pid, tid, cpu_t0 + 16_000, end - (cpu_t0 + 16_000))
+    runtime_call(b, "cudaStreamSynchronize", pid, tid, cpu_t0 + 18_000, end - (cpu_t0 + 18_000))
     return end + 4_000
 
 

@@ -276,4 +276,8 @@ scenario = Scenario(
     Params=Params, build=build,
     observations=("compute_idle_ms", "allreduce_ms", "nccl_kernels_per_step", "busbw_gbps", "mfu_pct",
                   "expected_mfu_pct"),
+    seed_headlines={"step_ms": 620, "gap_ms": 175, "idle_pct": 28, "allreduce_ms": 175, "busbw_gbps": 160,
+                    "mfu_pct": 31, "expected_mfu_pct": 41, "speedup": 1.33, "nccl_kernels_per_step": 1},
+    reader_checks={"step_ms": "step_ms", "compute_idle_ms": "compute_idle_ms", "max_gap_ms": "gap_ms",
+                   "nccl_ms_per_step": "allreduce_ms", "nccl_kernels_per_step": "nccl_kernels_per_step"},
 )

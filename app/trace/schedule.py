@@ -55,26 +55,23 @@ def launch_and_run(cpu_t0: int, cpu_cost: np.ndarray, launch_offset: np.ndarray,
     launch_start = op_start + launch_offset
     ready = launch_start + launch_dur + launch_latency
     k_start = in_order(ready, kernel_dur, gpu_gap, gpu_t0)
+    launch_dur = np.asarray(launch_dur, np.int64)
     if n <= queue_depth:
-        return op_start, launch_start, np.asarray(launch_dur, np.int64).copy(), k_start
-    # Queue full: launch i cannot return before kernel i - depth has started.
-    free_at = np.zeros(n, np.int64)
-    free_at[queue_depth:] = k_start[:-queue_depth]
-    blocked = np.maximum(free_at - (launch_start + launch_dur), 0)
-    if not blocked.any():
-        return op_start, launch_start, np.asarray(launch_dur, np.int64).copy(), k_start
-    # A blocked launch delays every later op on the thread: re-run the thread with the
-    # blocked time folded into each op's cost, then re-time the stream.
-    extra = np.zeros(n, np.int64)
-    for _ in range(4):  # converges in one or two passes; each pass only moves ops later
-        op_start = in_order(np.full(n, cpu_t0, np.int64), cpu_cost + extra, 0, cpu_t0)
-        launch_start = op_start + launch_offset
+        return op_start, launch_start, launch_dur.copy(), k_start
+    # Queue full: launch i cannot return before kernel i - depth has started. Op i+1
+    # then starts at max(op i's normal end, that release + op i's epilogue), a
+    # recurrence of the same max-plus shape. The release times come from the stream,
+    # which (being the bottleneck whenever the queue fills) barely moves; two passes
+    # settle it.
+    epilogue = cpu_cost - launch_offset - launch_dur
+    for _ in range(2):
+        free_at = np.full(n, np.iinfo(np.int64).min // 2, np.int64)
         free_at[queue_depth:] = k_start[:-queue_depth]
-        need = np.maximum(free_at - (launch_start + launch_dur + extra), 0)
-        if not need.any():
-            break
-        extra = extra + need
-    actual_launch_dur = np.asarray(launch_dur, np.int64) + extra
-    ready = launch_start + actual_launch_dur + launch_latency
-    k_start = in_order(ready, kernel_dur, gpu_gap, gpu_t0)
-    return op_start, launch_start, actual_launch_dur, k_start
+        ready = np.empty(n, np.int64)
+        ready[0] = cpu_t0
+        ready[1:] = free_at[:-1] + epilogue[:-1]
+        op_start = in_order(ready, cpu_cost, 0, cpu_t0)
+        launch_start = op_start + launch_offset
+        returns = np.maximum(launch_start + launch_dur, free_at)
+        k_start = in_order(returns + launch_latency, kernel_dur, gpu_gap, gpu_t0)
+    return op_start, launch_start, returns - launch_start, k_start

@@ -1,0 +1,136 @@
+"""The `tracedojo` command (also `python -m app`): contract 5 of DESIGN.md.
+
+Data goes to stdout (JSON where it is data), errors to stderr as one line, exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from app.scenario import InstanceError, SeedLabel
+
+MAX_SEED = 2**32 - 1
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, not argparse's usage block
+        sys.stderr.write(f"tracedojo: error: {message}\n")
+        raise SystemExit(2)
+
+
+def parse_seed(raw: str | None, canonical: bool) -> SeedLabel:
+    if canonical:
+        if raw is not None:
+            raise InstanceError("give --seed N or --canonical, not both")
+        return "canonical"
+    if raw is None:
+        return 0
+    try:
+        seed = int(raw, 10)
+    except ValueError:
+        raise InstanceError(f"seed must be a non-negative integer (0 to {MAX_SEED}) or --canonical, got {raw!r}") from None
+    if not 0 <= seed <= MAX_SEED:
+        raise InstanceError(f"seed must be a non-negative integer (0 to {MAX_SEED}) or --canonical, got {raw!r}")
+    return seed
+
+
+def parse_params(items: list[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items or []:
+        k, sep, v = item.partition("=")
+        if not sep or not k:
+            raise InstanceError(f"--param wants KEY=VALUE, got {item!r}")
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _instance(args):
+    import scenarios
+
+    scn = scenarios.get(args.scenario)
+    return scn.instance(parse_seed(args.seed, args.canonical), parse_params(args.param))
+
+
+def cmd_scenarios(args) -> None:
+    import scenarios
+
+    rows = [{"id": s.id, "version": s.version, "title": s.title, "signature": s.signature,
+             "params": s.Params.describe()} for s in scenarios.REGISTRY.values()]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    width = max(len(r["id"]) for r in rows)
+    for r in rows:
+        print(f"{r['id']:<{width}}  v{r['version']}  {r['title']}: {r['signature']}")
+
+
+def cmd_generate(args) -> None:
+    from app.trace import kineto
+
+    inst = _instance(args)
+    trace = inst.trace(args.rank)
+    if args.output:
+        kineto.save(trace, args.output, inst.trace_name(args.rank))
+        print(f"wrote {args.output}: {trace.event_count():,} events", file=sys.stderr)
+    else:
+        kineto.write(trace, sys.stdout, inst.trace_name(args.rank))
+
+
+def cmd_key(args) -> None:
+    print(json.dumps(_instance(args).key, indent=2))
+
+
+def cmd_serve(args) -> None:
+    import uvicorn
+
+    from app.web.main import create_app
+
+    uvicorn.run(create_app(), host=args.host, port=args.port)
+
+
+def _instance_args(p: argparse.ArgumentParser, rank: bool = False) -> None:
+    p.add_argument("scenario", help="scenario id (see `tracedojo scenarios`)")
+    p.add_argument("--seed", help="non-negative integer seed (default 0)")
+    p.add_argument("--canonical", action="store_true", help="the seed document's own case")
+    if rank:
+        p.add_argument("--rank", type=int, default=0, help="which rank's trace (multi-rank scenarios)")
+    p.add_argument("--param", action="append", metavar="K=V", help="override a scenario parameter (repeatable)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tracedojo", description="Trace Dojo: GPU trace-reading practice and interviews.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p = sub.add_parser("scenarios", help="list the scenarios")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_scenarios)
+    p = sub.add_parser("generate", help="export an instance's Kineto trace")
+    _instance_args(p, rank=True)
+    p.add_argument("-o", "--output", type=Path, help="file to write (.json or .json.gz); default stdout")
+    p.set_defaults(func=cmd_generate)
+    p = sub.add_parser("key", help="print an instance's answer key as JSON")
+    _instance_args(p)
+    p.set_defaults(func=cmd_key)
+    p = sub.add_parser("serve", help="serve the web app")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.set_defaults(func=cmd_serve)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except InstanceError as e:
+        print(f"tracedojo: error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `tracedojo generate ddp | head`
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
