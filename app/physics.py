@@ -17,6 +17,7 @@ class Gpu:
     name: str  # as torch.cuda.get_device_properties prints it
     arch: str  # kernel-name family: sm90, sm80, sm89
     bf16_tflops: float  # dense, no sparsity
+    fp8_tflops: float  # dense, no sparsity; 0 where the GPU has no FP8 tensor cores
     mem_tbps: float
     mem_kind: str
     interconnect: str
@@ -36,23 +37,23 @@ class Gpu:
 
 
 GPUS: dict[str, Gpu] = {
-    # H100 SXM5 datasheet: 989.4 TFLOP/s dense BF16, 3.35 TB/s HBM3, NVLink 4 at
+    # H100 SXM5 datasheet: 989.4 TFLOP/s dense BF16, 1979 dense FP8, 3.35 TB/s HBM3, NVLink 4 at
     # 900 GB/s bidirectional (450 per direction), 1980 MHz max SM clock, 132 SMs,
     # 700 W. busbw ~350-400 GB/s: nccl-tests all_reduce_perf on 8x H100 DGX (DESIGN.md).
-    "H100": Gpu("H100", "NVIDIA H100 80GB HBM3", "sm90", 989.0, 3.35, "HBM3",
+    "H100": Gpu("H100", "NVIDIA H100 80GB HBM3", "sm90", 989.0, 1979.0, 3.35, "HBM3",
                 "NVLink 4", 370.0, 450.0, 1980, 2619, 132, 85_045_231_616, 9, 0, 700),
     # H200 SXM datasheet: same SMs and clocks as H100, 4.8 TB/s HBM3e, 141 GB.
-    "H200": Gpu("H200", "NVIDIA H200", "sm90", 989.0, 4.8, "HBM3e",
+    "H200": Gpu("H200", "NVIDIA H200", "sm90", 989.0, 1979.0, 4.8, "HBM3e",
                 "NVLink 4", 370.0, 450.0, 1980, 3201, 132, 150_110_011_392, 9, 0, 700),
-    # A100 SXM4 80GB datasheet: 312 TFLOP/s dense BF16, 2.039 TB/s HBM2e, NVLink 3 at
+    # A100 SXM4 80GB datasheet: 312 TFLOP/s dense BF16 (no FP8 tensor cores), 2.039 TB/s HBM2e, NVLink 3 at
     # 600 GB/s bidirectional (300 per direction), 1410 MHz boost, 108 SMs, 400 W.
     # busbw ~230 GB/s: nccl-tests on DGX A100 (DESIGN.md).
-    "A100": Gpu("A100", "NVIDIA A100-SXM4-80GB", "sm80", 312.0, 2.04, "HBM2e",
+    "A100": Gpu("A100", "NVIDIA A100-SXM4-80GB", "sm80", 312.0, 0.0, 2.04, "HBM2e",
                 "NVLink 3", 230.0, 300.0, 1410, 1593, 108, 85_198_045_184, 8, 0, 400),
-    # L40S datasheet: 362.05 TFLOP/s dense BF16 (733 with sparsity), 864 GB/s GDDR6,
+    # L40S datasheet: 362.05 TFLOP/s dense BF16 (733 with sparsity), 733 dense FP8, 864 GB/s GDDR6,
     # PCIe Gen4 x16 (~32 GB/s per direction, ~22 GB/s ring busbw), 2520 MHz boost,
     # 142 SMs, 350 W.
-    "L40S": Gpu("L40S", "NVIDIA L40S", "sm89", 362.0, 0.864, "GDDR6",
+    "L40S": Gpu("L40S", "NVIDIA L40S", "sm89", 362.0, 733.0, 0.864, "GDDR6",
                 "PCIe Gen4 x16", 22.0, 32.0, 2520, 9001, 142, 47_697_362_944, 8, 9, 350),
 }
 
