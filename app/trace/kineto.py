@@ -9,8 +9,8 @@ a million events format in about a second.
 
 from __future__ import annotations
 
+import gc
 import gzip
-import io
 import json
 from pathlib import Path
 from typing import IO
@@ -62,6 +62,12 @@ def _kernel_static(trace: Trace) -> dict[int, str]:
 
 
 def _event_lines(trace: Trace) -> list[str]:
+    """One JSON text per X event, in the trace's (time) order.
+
+    Each kind is one comprehension that writes the whole line, with ts/dur split into
+    whole µs and ns remainder up front: the fastest pure-Python formatting found (about
+    1 µs per event), since a million events must export in a few seconds.
+    """
     n = len(trace)
     lines = np.empty(n, dtype=object)
     names = [json.dumps(s) for s in trace.names]
@@ -71,47 +77,42 @@ def _event_lines(trace: Trace) -> list[str]:
         '"grid":[1,1,1],"block":[128,1,1],"est. achieved occupancy %":0'
     )
     statics = _kernel_static(trace)
+    cb = {nid: CBID.get(s, 0) for nid, s in enumerate(trace.names)}
     for kind in Kind:
         idx = np.flatnonzero(trace.kind == kind)
         if len(idx) == 0:
             continue
-        ts = _us(trace.ts_ns[idx])
-        dur = _us(trace.dur_ns[idx])
+        tw, tf = (a.tolist() for a in np.divmod(trace.ts_ns[idx], 1000))
+        dw, df = (a.tolist() for a in np.divmod(trace.dur_ns[idx], 1000))
+        cn = [cats[c] + ',"name":' + names[m] for c, m in zip(trace.cat[idx].tolist(), trace.name[idx].tolist())]
         nm = trace.name[idx].tolist()
-        ct = trace.cat[idx].tolist()
         pid = trace.pid[idx].tolist()
         tid = trace.tid[idx].tolist()
         ext = trace.ext[idx].tolist()
+        corr = trace.corr[idx].tolist()
         extra = _extra_json(trace, trace.extra[idx])
-        head = [
-            f'{{"ph":"X","cat":{cats[c]},"name":{names[m]},"pid":{p},"tid":{t},"ts":{a},"dur":{d},'
-            for c, m, p, t, a, d in zip(ct, nm, pid, tid, ts, dur)
-        ]
+        cols = zip(cn, pid, tid, tw, tf, dw, df, ext, corr, nm, extra)
         if kind in (Kind.CPU, Kind.GPU_ANNOTATION):
-            body = [f'"args":{{"External id":{e}{x}}}}}' for e, x in zip(ext, extra)]
+            out = [f'{{"ph":"X","cat":{c},"pid":{p},"tid":{t},"ts":{a}.{af:03d},"dur":{d}.{dfr:03d},'
+                   f'"args":{{"External id":{e}{x}}}}}'
+                   for c, p, t, a, af, d, dfr, e, _, _, x in cols]
         elif kind == Kind.RUNTIME:
-            cb = {nid: CBID.get(s, 0) for nid, s in enumerate(trace.names)}
-            corr = trace.corr[idx].tolist()
-            body = [f'"args":{{"External id":{e},"cbid":{cb[m]},"correlation":{c}{x}}}}}'
-                    for e, m, c, x in zip(ext, nm, corr, extra)]
+            out = [f'{{"ph":"X","cat":{c},"pid":{p},"tid":{t},"ts":{a}.{af:03d},"dur":{d}.{dfr:03d},'
+                   f'"args":{{"External id":{e},"cbid":{cb[m]},"correlation":{k}{x}}}}}'
+                   for c, p, t, a, af, d, dfr, e, k, m, x in cols]
         elif kind == Kind.KERNEL:
-            corr = trace.corr[idx].tolist()
-            body = [
-                f'"args":{{"External id":{e},"queued":0,"device":{p},"context":1,"stream":{t},'
-                f'"correlation":{c},{statics.get(m, default_static)}{x}}}}}'
-                for e, p, t, c, m, x in zip(ext, pid, tid, corr, nm, extra)
-            ]
+            out = [f'{{"ph":"X","cat":{c},"pid":{p},"tid":{t},"ts":{a}.{af:03d},"dur":{d}.{dfr:03d},'
+                   f'"args":{{"External id":{e},"queued":0,"device":{p},"context":1,"stream":{t},'
+                   f'"correlation":{k},{statics.get(m, default_static)}{x}}}}}'
+                   for c, p, t, a, af, d, dfr, e, k, m, x in cols]
         else:  # MEMORY
-            corr = trace.corr[idx].tolist()
             nb = trace.nbytes[idx]
-            dur_s = np.maximum(trace.dur_ns[idx], 1) / 1e9
-            bw = (nb / dur_s / 1e9).tolist()
-            body = [
-                f'"args":{{"External id":{e},"device":{p},"context":1,"stream":{t},"correlation":{c},'
-                f'"bytes":{b},"memory bandwidth (GB/s)":{w!r}{x}}}}}'
-                for e, p, t, c, b, w, x in zip(ext, pid, tid, corr, nb.tolist(), bw, extra)
-            ]
-        lines[idx] = [h + b for h, b in zip(head, body)]
+            bw = (nb / (np.maximum(trace.dur_ns[idx], 1) / 1e9) / 1e9).tolist()
+            out = [f'{{"ph":"X","cat":{c},"pid":{p},"tid":{t},"ts":{a}.{af:03d},"dur":{d}.{dfr:03d},'
+                   f'"args":{{"External id":{e},"device":{p},"context":1,"stream":{t},"correlation":{k},'
+                   f'"bytes":{b},"memory bandwidth (GB/s)":{w!r}{x}}}}}'
+                   for (c, p, t, a, af, d, dfr, e, k, _, x), b, w in zip(cols, nb.tolist(), bw)]
+        lines[idx] = out
     return lines.tolist()
 
 
@@ -154,45 +155,60 @@ def _instant_lines(trace: Trace) -> list[str]:
     return out
 
 
-def write(trace: Trace, fh: IO[str], trace_name: str = "") -> None:
-    """Stream the trace as Kineto JSON into a text file handle."""
+def parts(trace: Trace, trace_name: str = ""):
+    """The export as a sequence of text chunks (a few MB each), in file order."""
     t0_ns = int(trace.ts_ns.min()) if len(trace) else 0
     t1_ns = int((trace.ts_ns + trace.dur_ns).max()) if len(trace) else 0
     t0 = _us(np.array([t0_ns]))[0]
     head = {"schemaVersion": 1}
     head.update(trace.top)
-    fh.write(json.dumps(head, indent=2)[:-2] + ',\n  "traceEvents": [\n')
+    yield json.dumps(head, indent=2)[:-2] + ',\n  "traceEvents": [\n'
     span = (f'{{"ph":"X","cat":"Trace","ts":{t0},"dur":{_us(np.array([t1_ns - t0_ns]))[0]},'
             f'"pid":"Spans","tid":"PyTorch Profiler","name":"PyTorch Profiler (0)","args":{{"Op count":0}}}}')
     start = (f'{{"name":"Iteration Start: PyTorch Profiler","ph":"i","s":"g","pid":"Traces",'
              f'"tid":"Trace PyTorch Profiler","ts":{t0}}}')
-    lines = _meta_lines(trace, t0) + _event_lines(trace) + _flow_lines(trace) + _instant_lines(trace)
-    lines += [start, span]
-    for i in range(0, len(lines), _CHUNK):
-        chunk = lines[i:i + _CHUNK]
-        fh.write("  " + ",\n  ".join(chunk))
-        fh.write(",\n" if i + _CHUNK < len(lines) else "\n")
+    gc_was_on = gc.isenabled()
+    gc.disable()  # millions of short-lived strings: the cyclic collector only costs time here
+    try:
+        lines = _meta_lines(trace, t0)
+        lines += _event_lines(trace)
+        lines += _flow_lines(trace)
+        lines += _instant_lines(trace)
+        lines += [start, span]
+        for i in range(0, len(lines), _CHUNK):
+            last = i + _CHUNK >= len(lines)
+            yield "  " + ",\n  ".join(lines[i:i + _CHUNK]) + ("\n" if last else ",\n")
+    finally:
+        if gc_was_on:
+            gc.enable()
     tail = {"traceName": trace_name, "displayTimeUnit": "ms", "baseTimeNanoseconds": trace.base_time_ns}
-    fh.write("  ],\n" + json.dumps(tail, indent=2)[2:] + "\n")
+    yield "  ],\n" + json.dumps(tail, indent=2)[2:] + "\n"
+
+
+def write(trace: Trace, fh: IO[str], trace_name: str = "") -> None:
+    """Stream the trace as Kineto JSON into a text file handle."""
+    for part in parts(trace, trace_name):
+        fh.write(part)
 
 
 def dumps(trace: Trace, trace_name: str = "") -> str:
-    buf = io.StringIO()
-    write(trace, buf, trace_name)
-    return buf.getvalue()
+    return "".join(parts(trace, trace_name))
 
 
 def save(trace: Trace, path: str | Path, trace_name: str = "") -> int:
     """Write to `path` (gzip when it ends in .gz, mtime 0 so bytes repeat); returns bytes written."""
     path = Path(path)
-    text = dumps(trace, trace_name).encode()
-    if path.suffix == ".gz":
-        with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=3, mtime=0,
-                                                     filename="") as gz:
-            gz.write(text)
-    else:
-        path.write_bytes(text)
-    return len(text)
+    written = 0
+    with open(path, "wb") as raw:
+        out = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=3, mtime=0, filename="") \
+            if path.suffix == ".gz" else raw
+        for part in parts(trace, trace_name):
+            data = part.encode()
+            out.write(data)
+            written += len(data)
+        if out is not raw:
+            out.close()
+    return written
 
 
-__all__ = ["write", "dumps", "save", "KernelInfo"]
+__all__ = ["parts", "write", "dumps", "save", "KernelInfo"]

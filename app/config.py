@@ -1,0 +1,24 @@
+"""All configuration in one place; every field can be set from the environment (TRACEDOJO_*)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TRACEDOJO_", extra="ignore")
+
+    # PostgreSQL works through the same code: DATABASE_URL=postgresql+psycopg://...
+    database_url: str = Field(default=f"sqlite:///{ROOT / 'data' / 'tracedojo.db'}",
+                              validation_alias="DATABASE_URL")
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

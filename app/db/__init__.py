@@ -1,0 +1,1 @@
+"""SQLAlchemy models and sessions; migrations/ (Alembic) owns the schema."""

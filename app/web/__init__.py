@@ -1,0 +1,1 @@
+"""FastAPI routers: pages and their JSON twins."""

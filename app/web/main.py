@@ -1,0 +1,93 @@
+"""The FastAPI application: the home page, its JSON twin, and instance downloads."""
+
+from __future__ import annotations
+
+import gzip
+from urllib.parse import quote
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+
+import scenarios
+from app import __version__
+from app.config import ROOT, get_settings
+from app.scenario import InstanceError
+from app.trace import kineto
+from app.web.instances import resolve
+
+templates = Jinja2Templates(directory=str(ROOT / "templates"))
+
+
+def scenario_rows() -> list[dict]:
+    """Every registered scenario with its canonical brief and download links."""
+    rows = []
+    for scn in scenarios.REGISTRY.values():
+        inst = scn.instance("canonical")
+        base = f"/scenarios/{scn.id}/canonical"
+        rows.append({
+            "id": scn.id, "version": scn.version, "title": scn.title, "signature": scn.signature,
+            "brief": inst.key["brief"], "ranks": inst.ranks,
+            "trace_url": f"{base}/trace.json", "key_url": f"{base}/key.json",
+            "params": scn.Params.describe(),
+        })
+    return rows
+
+
+def create_app(migrate: bool = True) -> FastAPI:
+    settings = get_settings()
+    if migrate:
+        from app.db.base import upgrade_to_head
+
+        upgrade_to_head(settings.database_url)
+    app = FastAPI(title="Trace Dojo", version=__version__)
+    app.mount("/static", StaticFiles(directory=str(ROOT / "static")), name="static")
+
+    @app.get("/", include_in_schema=False)
+    def index(request: Request):
+        return templates.TemplateResponse(request, "index.html", {"scenarios": scenario_rows()})
+
+    @app.get("/index.json")
+    def index_json():
+        return {"scenarios": scenario_rows()}
+
+    @app.get("/scenarios/{sid}/download", include_in_schema=False)
+    def download(sid: str, seed: str = "0", rank: int = 0):
+        """The home page's seed form: redirect to the instance's canonical URL."""
+        query = f"?rank={rank}" if rank else ""
+        return RedirectResponse(f"/scenarios/{quote(sid)}/{quote(seed.strip() or '0')}/trace.json{query}", 303)
+
+    @app.get("/scenarios/{sid}/{seed}/trace.json")
+    def trace_json(sid: str, seed: str, request: Request, rank: int = 0):
+        return _trace(sid, seed, request, rank, compress=False)
+
+    @app.get("/scenarios/{sid}/{seed}/trace.json.gz")
+    def trace_json_gz(sid: str, seed: str, request: Request, rank: int = 0):
+        return _trace(sid, seed, request, rank, compress=True)
+
+    @app.get("/scenarios/{sid}/{seed}/key.json")
+    def key_json(sid: str, seed: str, request: Request):
+        return resolve(sid, seed, request).key
+
+    @app.exception_handler(HTTPException)
+    def http_error(request: Request, exc: HTTPException):
+        return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
+
+    return app
+
+
+def _trace(sid: str, seed: str, request: Request, rank: int, compress: bool) -> Response:
+    inst = resolve(sid, seed, request)
+    try:
+        trace = inst.trace(rank)
+    except InstanceError as e:
+        raise HTTPException(400, str(e)) from None
+    body = kineto.dumps(trace, inst.trace_name(rank)).encode()
+    suffix = f"-rank{rank}" if inst.ranks > 1 else ""
+    name = f"{sid}-{inst.seed}{suffix}.json"
+    if compress:
+        body = gzip.compress(body, compresslevel=3, mtime=0)
+        name += ".gz"
+    return Response(body, media_type="application/gzip" if compress else "application/json",
+                    headers={"Content-Disposition": f'attachment; filename="{name}"'})

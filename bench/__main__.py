@@ -1,0 +1,19 @@
+"""python -m bench NAME: run one benchmark; each prints a table and a JSON line last."""
+
+from __future__ import annotations
+
+import sys
+
+from bench import generate
+
+BENCHES = {"generate": generate.main}
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in BENCHES:
+        print(f"usage: python -m bench {{{'|'.join(BENCHES)}}}", file=sys.stderr)
+        return 2
+    return BENCHES[argv[0]](argv[1:]) or 0
+
+
+raise SystemExit(main(sys.argv[1:]))
