@@ -1,0 +1,78 @@
+"""The `tracedojo` command as a user runs it: real subprocesses, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+
+import pytest
+
+import scenarios
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_scenarios_lists_every_registered_one():
+    out = run("scenarios", "--json")
+    assert out.returncode == 0
+    rows = json.loads(out.stdout)
+    assert [r["id"] for r in rows] == list(scenarios.REGISTRY)
+    for r in rows:
+        assert all(p["unit"] for p in r["params"]), f"{r['id']} has a param without a unit"
+
+
+@pytest.mark.parametrize("sid", list(scenarios.REGISTRY))
+def test_generate_to_gzip_file_is_reproducible(tmp_path, sid):
+    a, b = tmp_path / "a.json.gz", tmp_path / "b.json.gz"
+    for path in (a, b):
+        out = run("generate", sid, "--seed", "11", "-o", str(path))
+        assert out.returncode == 0, out.stderr
+    assert a.read_bytes() == b.read_bytes()
+    doc = json.loads(gzip.decompress(a.read_bytes()))
+    assert doc["traceEvents"] and doc["traceName"].startswith(f"tracedojo {sid}")
+
+
+def test_key_is_json_with_overrides():
+    out = run("key", "ddp", "--seed", "2", "--param", "steps=6", "--param", "gpu=H200")
+    assert out.returncode == 0
+    key = json.loads(out.stdout)
+    assert key["params"]["steps"] == 6 and key["params"]["gpu"] == "H200" and key["seed"] == 2
+
+
+def test_canonical_and_seed_are_exclusive_but_each_works():
+    assert run("key", "ddp", "--canonical").returncode == 0
+    out = run("key", "ddp", "--canonical", "--seed", "3")
+    assert out.returncode == 2 and "not both" in out.stderr
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("generate", "nope"), "valid scenarios: ddp"),
+    (("key", "ddp", "--seed", "-1"), "non-negative integer"),
+    (("key", "ddp", "--seed", "1.5"), "non-negative integer"),
+    (("key", "ddp", "--seed", "99999999999"), "non-negative integer"),
+    (("key", "ddp", "--param", "bogus=1"), "valid params: gpu"),
+    (("key", "ddp", "--param", "steps=0"), "steps"),
+    (("key", "ddp", "--param", "steps=many"), "not a valid int"),
+    (("key", "ddp", "--param", "gpu=TPU"), "not one of H100"),
+    (("key", "ddp", "--param", "steps"), "KEY=VALUE"),
+    (("generate", "ddp", "--rank", "5"), "valid ranks 0 to 0"),
+    (("frobnicate",), "invalid choice"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, needle):
+    out = run(*args)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], out.stderr
+    assert out.stdout == ""
+
+
+@pytest.mark.parametrize("sid", list(scenarios.REGISTRY))
+def test_rank_outside_the_world_is_refused(sid):
+    ranks = scenarios.get(sid).instance("canonical").ranks
+    out = run("generate", sid, "--canonical", "--rank", str(ranks), "-o", "/dev/null")
+    assert out.returncode == 2 and f"valid ranks 0 to {ranks - 1}" in out.stderr
+    assert run("generate", sid, "--canonical", "--rank", str(ranks - 1), "-o", "/dev/null").returncode == 0
