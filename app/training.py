@@ -31,18 +31,19 @@ class Topology:
     copy_stream: int = 0
 
     def name_rows(self, b: TraceBuilder, gpu_name: str, rank: int | None = None, workers: list[int] = ()) -> None:
-        label = f"rank {rank}" if rank is not None else "python"
-        b.process(self.host_pid, f"python3 ({label})", "CPU", 0)
-        b.process(self.gpu, f"GPU {self.gpu}", f"GPU {self.gpu}", 1_000 + self.gpu)
-        b.thread(self.host_pid, self.main_tid, f"thread {self.main_tid} (pt_main_thread)", 1)
-        b.thread(self.host_pid, self.autograd_tid, f"thread {self.autograd_tid} (pt_autograd_{self.gpu})", 2)
+        """Metadata as Kineto writes it: the GPU "process" carries the host process's name and
+        the label "GPU N", sorted after the host (16777216 + device); threads sort by tid."""
+        proc = "python3.11"
+        b.process(self.host_pid, proc, "CPU", self.host_pid)
+        b.process(self.gpu, proc, f"GPU {self.gpu}", 16_777_216 + self.gpu)
+        b.thread(self.host_pid, self.main_tid, f"thread {self.main_tid} (pt_main_thread)", self.main_tid)
+        b.thread(self.host_pid, self.autograd_tid, f"thread {self.autograd_tid} (pt_autograd_{self.gpu})",
+                 self.autograd_tid)
         for i, w in enumerate(workers):
-            b.thread(self.host_pid, w, f"thread {w} (pt_data_worker_{i})", 10 + i)
-        b.thread(self.gpu, self.compute_stream, f"stream {self.compute_stream} ", self.compute_stream)
-        if self.nccl_stream:
-            b.thread(self.gpu, self.nccl_stream, f"stream {self.nccl_stream} ", self.nccl_stream)
-        if self.copy_stream:
-            b.thread(self.gpu, self.copy_stream, f"stream {self.copy_stream} ", self.copy_stream)
+            b.thread(self.host_pid, w, f"thread {w} (pt_data_worker_{i})", w)
+        for stream in (self.compute_stream, self.nccl_stream, self.copy_stream):
+            if stream:
+                b.thread(self.gpu, stream, f"stream {stream} ", stream)
 
 
 def op_overheads_ns(rng: np.random.Generator, n: int, mean_us: float) -> tuple[np.ndarray, np.ndarray]:

@@ -1,4 +1,5 @@
-"""Alembic environment: the URL comes from the caller's config or DATABASE_URL."""
+"""Alembic environment. The URL: the app's settings when the app runs the migrations
+(app.db.base.upgrade_to_head), else DATABASE_URL, else alembic.ini's SQLite default."""
 
 from __future__ import annotations
 
@@ -10,8 +11,7 @@ from sqlalchemy import engine_from_config, pool
 from app.db.base import Base
 
 config = context.config
-url = os.environ.get("DATABASE_URL") if config.get_main_option("sqlalchemy.url", "").endswith("data/tracedojo.db") \
-    and os.environ.get("DATABASE_URL") else config.get_main_option("sqlalchemy.url")
+url = config.attributes.get("database_url") or os.environ.get("DATABASE_URL") or config.get_main_option("sqlalchemy.url")
 target_metadata = Base.metadata
 
 

@@ -16,10 +16,15 @@ class Base(DeclarativeBase):
     pass
 
 
+def _ensure_sqlite_dir(url: str) -> None:
+    """SQLite creates the file but not its folder (data/ on a fresh clone)."""
+    if url.startswith("sqlite:///") and not url.startswith("sqlite:///:memory:"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+
+
 @lru_cache
 def engine_for(url: str) -> Engine:
-    if url.startswith("sqlite:///"):
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    _ensure_sqlite_dir(url)
     return create_engine(url, future=True)
 
 
@@ -28,7 +33,8 @@ def upgrade_to_head(url: str) -> None:
     from alembic import command
     from alembic.config import Config
 
+    _ensure_sqlite_dir(url)
     cfg = Config(str(ROOT / "alembic.ini"))
     cfg.set_main_option("script_location", str(ROOT / "migrations"))
-    cfg.set_main_option("sqlalchemy.url", url)
+    cfg.attributes["database_url"] = url
     command.upgrade(cfg, "head")
