@@ -1,0 +1,56 @@
+"""Holistic Trace Analysis 0.5, a real consumer of the format, reads our exports and sees the story.
+
+HTA lives in its own virtualenv (`./run test` makes .venv-hta when it can; HTA_PYTHON
+points elsewhere). Without it these tests skip and say why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import scenarios
+from app.config import ROOT
+from app.trace import kineto
+
+HTA_PYTHON = Path(os.environ.get("HTA_PYTHON", ROOT / ".venv-hta" / "bin" / "python"))
+pytestmark = pytest.mark.skipif(not HTA_PYTHON.exists(),
+                                reason=f"Holistic Trace Analysis not installed ({HTA_PYTHON} missing; "
+                                       f"./run test installs it unless TRACEDOJO_SKIP_HTA=1)")
+
+
+def hta(sid: str, seed, tmp_path: Path) -> dict:
+    inst = scenarios.get(sid).instance(seed)
+    for rank in range(inst.ranks):
+        kineto.save(inst.trace(rank), tmp_path / f"rank-{rank}.json.gz", inst.trace_name(rank))
+    out = subprocess.run([str(HTA_PYTHON), str(Path(__file__).with_name("hta_probe.py")), str(tmp_path)],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("sid", list(scenarios.REGISTRY))
+def test_hta_reads_every_rank(sid, tmp_path):
+    got = hta(sid, "canonical", tmp_path)
+    ranks = scenarios.get(sid).instance("canonical").ranks
+    assert len(got["temporal"]) == ranks
+    for row in got["temporal"]:
+        assert row["kernel_time(us)"] > 0
+        assert abs(row["idle_time_pctg"] + row["compute_time_pctg"] + row["non_compute_time_pctg"] - 100) < 0.5
+
+
+@pytest.mark.parametrize("seed", ["canonical", 4])
+def test_hta_sees_serialized_comm_on_ddp(seed, tmp_path):
+    got = hta("ddp", seed, tmp_path)
+    assert got["overlap"][0]["comp_comm_overlap_pctg"] < 5
+
+
+@pytest.mark.skipif("skinny-gemm" not in scenarios.REGISTRY, reason="skinny-gemm not registered")
+@pytest.mark.parametrize("seed", ["canonical", 4])
+def test_hta_sees_hidden_comm_on_skinny_gemm(seed, tmp_path):
+    got = hta("skinny-gemm", seed, tmp_path)
+    assert got["overlap"][0]["comp_comm_overlap_pctg"] > 60
