@@ -45,7 +45,7 @@ HIDE_FRACTION = 0.85  # share of bucketed comm that hides under backward (SM/HBM
 
 class Params(ScenarioParams):
     gpu: Literal["H100", "H200", "A100"] = param("H100", unit="GPU model", choices=["H100", "H200", "A100"])
-    world_size: int = param(8, unit="ranks (GPUs, one NVLink domain)", ge=2, le=8, draw=(4, 8))
+    world_size: int = param(8, unit="ranks (GPUs in one NVLink domain)", ge=2, le=8, choices=[2, 4, 8])
     model_params_b: float = param(8.0, unit="billion parameters", ge=0.5, le=70.0, draw=(3.0, 14.0))
     tokens_per_gpu: int = param(3960, unit="tokens per GPU per step", ge=256, le=65_536, draw=(2048, 8192))
     compute_eff: float = param(0.4793, unit="fraction of dense bf16 peak in forward/backward", ge=0.1, le=0.8,
