@@ -126,10 +126,13 @@ def apply_overrides(cls: type[ScenarioParams], base: ScenarioParams, overrides: 
         return cls.model_validate(values)
     except ValidationError as e:
         err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"]) or "params"
+        msg = err["msg"].removeprefix("Value error, ")
+        loc = ".".join(str(x) for x in err["loc"])
+        if not loc:  # a rule across several params (a model validator)
+            raise InstanceError(f"params: {msg}") from None
         desc = {d["name"]: d for d in cls.describe()}.get(loc)
         rng = f" (valid: {desc['min']} to {desc['max']} {desc['unit']})" if desc and desc["min"] is not None else ""
-        raise InstanceError(f"param {loc}: {err['msg']}{rng}") from None
+        raise InstanceError(f"param {loc}: {msg}{rng}") from None
 
 
 @dataclass

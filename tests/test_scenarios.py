@@ -207,7 +207,7 @@ def test_same_seed_same_bytes(sid):
 @pytest.mark.parametrize("sid", IDS)
 def test_seeds_change_the_numbers_not_the_pathology(sid):
     steps = {obs(sid, s, "step_ms") for s in range(20)}
-    assert len(steps) == 20, "every seed gives its own step time"
+    assert len(steps) >= 18, "seeds give their own step times (two may meet at the key's rounding)"
     decisive = {instance(sid, s).key["decisive_measurement"] for s in SEEDS}
     assert len(decisive) == 1, "the pathology (and what settles it) is the same on every seed"
 
