@@ -1,0 +1,164 @@
+"""Scenario-specific checks for case 2 (input starvation), read off the exported trace."""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+
+import pytest
+
+import scenarios
+from app.scenario import observation
+from app.trace import kineto
+from tests import kineto_reader
+
+SCN = scenarios.get("dataloader")
+SEEDS = ["canonical"] + list(range(20))
+LOADER = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
+
+
+@functools.lru_cache(maxsize=None)
+def inst(seed, overrides: tuple = ()):
+    return SCN.instance(seed, dict(overrides))
+
+
+@functools.lru_cache(maxsize=None)
+def doc(seed, overrides: tuple = ()):
+    return json.loads(kineto.dumps(inst(seed, overrides).trace(0)))
+
+
+def ob(seed, oid, overrides: tuple = ()):
+    return observation(inst(seed, overrides).key, oid)
+
+
+def xs(d):
+    return [e for e in d["traceEvents"] if e["ph"] == "X"]
+
+
+def windows(d):
+    starts = [s for s, _ in kineto_reader.steps(d)]
+    return list(zip(starts, starts[1:]))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_gap_opens_each_step_while_the_main_thread_waits_on_the_loader(seed):
+    d = doc(seed)
+    ev = xs(d)
+    compute = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev if e["pid"] == 0 and e["tid"] == 7)
+    waits = [e for e in ev if e["name"] == LOADER]
+    for lo, hi in windows(d):
+        first = min(s for s, _ in compute if s >= lo)
+        gap = first - lo
+        wait = next(w for w in waits if lo <= w["ts"] < hi)
+        # the wait explains the gap: it starts with the step and ends a few ms before forward
+        assert wait["ts"] - lo < 100 and 0 < first - (wait["ts"] + wait["dur"]) < 5_000
+        assert gap > 0.2 * (hi - lo), "the starvation gap is a visible share of the step"
+    assert ob(seed, "dataloader_wait_ms") == pytest.approx(ob(seed, "gap_ms"), abs=5.0)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_supply_demand_arithmetic_closes(seed):
+    supply, demand = ob(seed, "supply_img_s"), ob(seed, "demand_img_s")
+    assert supply < 0.8 * demand
+    assert supply == pytest.approx(ob(seed, "workers") * ob(seed, "per_worker_img_s"), rel=0.002)
+    assert demand == pytest.approx(ob(seed, "batch") / ob(seed, "gpu_busy_ms") * 1e3, rel=0.002)
+    # the loader delivers a batch every B / supply: that is the step
+    assert ob(seed, "step_ms") == pytest.approx(ob(seed, "batch") / supply * 1e3, rel=0.02)
+    # gap = busy x (demand / supply - 1), give or take the few ms of host overhead
+    assert ob(seed, "deficit_gap_ms") == pytest.approx(ob(seed, "gpu_idle_ms"), abs=6.0)
+    # phase spans = busy kernels + the ~1.2 µs launch gaps between them
+    spans = ob(seed, "fwd_ms") + ob(seed, "bwd_ms") + ob(seed, "opt_ms")
+    assert ob(seed, "gpu_busy_ms") - 0.05 < spans < ob(seed, "gpu_busy_ms") * 1.02 + 0.5
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_h2d_copy_is_small_on_its_own_stream_beside_forward(seed):
+    d = doc(seed)
+    ev = xs(d)
+    copies = [e for e in ev if e["cat"] == "gpu_memcpy" and "HtoD" in e["name"]]
+    assert copies and {e["tid"] for e in copies} == {13}
+    names = {(m["pid"], m["tid"]): m["args"]["name"] for m in d["traceEvents"]
+             if m["ph"] == "M" and m["name"] == "thread_name"}
+    assert names[(0, 13)].strip() == "stream 13"
+    compute = [e for e in ev if e["pid"] == 0 and e["tid"] == 7 and e["cat"] == "kernel"]
+    for lo, hi in windows(d):
+        big = max((e for e in copies if lo <= e["ts"] < hi), key=lambda e: e["dur"])
+        fwd0 = min(e["ts"] for e in compute if e["ts"] >= lo)
+        assert big["ts"] < fwd0 < big["ts"] + big["dur"], "the copy overlaps the start of forward"
+    assert ob(seed, "h2d_ms") < 0.5 * ob(seed, "gap_ms")
+
+
+@pytest.mark.parametrize("seed", ["canonical", 3, 14])
+def test_worker_rows_are_pegged(seed):
+    d = doc(seed)
+    ev = xs(d)
+    names = {m["tid"]: m["args"]["name"] for m in d["traceEvents"] if m["ph"] == "M" and m["name"] == "thread_name"}
+    workers = [t for t, n in names.items() if "pt_data_worker_" in n]
+    assert len(workers) == inst(seed).params.workers
+    for tid in workers:
+        images = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev if e["tid"] == tid
+                        and e["name"] == "ImageFolder.__getitem__")
+        for lo, hi in windows(d):
+            busy = sum(max(0.0, min(b, hi) - max(a, lo)) for a, b in images)
+            assert busy > 0.9 * (hi - lo), f"worker {tid} idles in a starved step"
+
+
+@pytest.mark.parametrize("seed", ["canonical", 0, 7])
+def test_bucketed_allreduce_hides_under_backward(seed):
+    d = doc(seed)
+    ev = xs(d)
+    nccl = [e for e in ev if e["cat"] == "kernel" and e["name"].startswith("nccl")]
+    assert all(re.match(r"ncclDevKernel_AllReduce_Sum_f32_RING_LL", e["name"]) for e in nccl)
+    assert all(e["args"]["Collective name"] == "allreduce" for e in nccl)
+    for lo, hi in windows(d):
+        inw = sorted((e["ts"], e["ts"] + e["dur"]) for e in nccl if lo <= e["ts"] < hi)
+        assert len(inw) == ob(seed, "nccl_kernels_per_step")
+        # all but the last (patch-embedding) bucket finish while compute is still running
+        compute_end = max(e["ts"] + e["dur"] for e in ev if e["pid"] == 0 and e["tid"] == 7
+                          and e["cat"] == "kernel" and lo <= e["ts"] < hi)
+        assert all(end < compute_end for _, end in inw[:-1])
+    assert ob(seed, "comm_hidden_pct") > 95
+    assert ob(seed, "exposed_comm_ms") < 1.0
+
+
+def test_canonical_matches_the_seed_story():
+    for oid, want, tol in [("step_ms", 510, 0.02), ("gpu_idle_ms", 190, 0.02), ("gpu_busy_ms", 320, 0.02),
+                           ("h2d_ms", 12, 0.02), ("dataloader_wait_ms", 185, 0.02), ("fwd_ms", 105, 0.04),
+                           ("bwd_ms", 200, 0.03), ("opt_ms", 15, 0.03), ("demand_img_s", 800, 0.02),
+                           ("per_worker_img_s", 251, 0.02), ("supply_img_s", 502, 0.02),
+                           ("reference_step_ms", 330, 0.02), ("expected_step_ms", 325, 0.02),
+                           ("speedup", 1.57, 0.02), ("nvidia_smi_util_pct", 100, 0.0)]:
+        assert ob("canonical", oid) == pytest.approx(want, rel=tol), oid
+    art = inst("canonical").artifacts
+    assert all(g["utilization_pct"] == 100 for g in art["gpus"]) and len(art["gpus"]) == 4
+    assert art["dataloader"]["workers"] == 2 and art["dataloader"]["batch"] == 256
+    syn = art["experiments"]["synthetic_data"]
+    assert syn["step_ms_synthetic"] == pytest.approx(ob("canonical", "gpu_busy_ms") + 5, abs=3)
+    assert inst("canonical").key["decisive_measurement"] == "synthetic-data"
+    assert len(art["per_rank"]) == 4
+
+
+def test_the_fix_simulated_lands_on_the_predicted_step():
+    """Re-run the same instance with 16 workers: the loader keeps up and the step is the
+    key's expected_step_ms (the prediction and the model agree)."""
+    fixed = (("workers", "16"),)
+    assert ob("canonical", "step_ms", fixed) == pytest.approx(ob("canonical", "expected_step_ms"), rel=0.01)
+    assert ob("canonical", "gap_ms", fixed) < 5.0
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_marks_point_at_the_first_step_and_its_gap(seed):
+    key = inst(seed).key
+    d = doc(seed)
+    (lo, hi), = windows(d)[:1]
+    m = key["marks"]
+    assert m["step"]["start_us"] == pytest.approx(lo, abs=0.01) and m["step"]["end_us"] == pytest.approx(hi, abs=0.01)
+    assert m["gap"]["start_us"] == pytest.approx(lo, abs=0.01)
+    assert m["gap"]["end_us"] - m["gap"]["start_us"] == pytest.approx(ob(seed, "gap_ms") * 1e3, rel=0.03)
+
+
+def test_steps_param_scales_events_linearly():
+    small = inst(0, (("steps", "10"),)).trace(0).event_count()
+    big = inst(0, (("steps", "40"),)).trace(0).event_count()
+    assert 3.7 < big / small < 4.3
