@@ -1,0 +1,123 @@
+"""launch-bound: the physics and the fix arithmetic hold on every seed, and overrides that
+would no longer be the launch-bound case are refused."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import numpy as np
+import pytest
+
+import scenarios
+from app import physics
+from app.scenario import InstanceError, observation
+from app.trace.builder import Kind
+from scenarios import launch_bound
+
+SCN = scenarios.get("launch-bound")
+SEEDS = ["canonical"] + list(range(20))
+
+
+@functools.lru_cache(maxsize=None)
+def inst(seed):
+    return SCN.instance(seed)
+
+
+def ob(seed, oid):
+    return observation(inst(seed).key, oid)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_launch_bound_on_every_seed(seed):
+    """Idle beats busy, and every kernel is shorter than the CPU cost of issuing it."""
+    assert ob(seed, "gpu_idle_ms") > ob(seed, "gpu_busy_ms")
+    assert ob(seed, "cpu_per_kernel_us") > 2 * ob(seed, "mean_kernel_us")
+    assert ob(seed, "main_thread_busy_pct") > 97
+    assert ob(seed, "launches_per_step") == ob(seed, "kernels_per_step")
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_gemvs_sit_at_but_never_beat_the_weight_floor(seed):
+    key = inst(seed).key
+    gpu = physics.GPUS[key["params"]["gpu"]]
+    assert 60 < ob(seed, "gemv_bw_pct") < 100
+    assert ob(seed, "gemv_ms") > ob(seed, "weight_read_floor_ms")
+    assert ob(seed, "weight_read_floor_ms") == pytest.approx(ob(seed, "weight_read_gb") / gpu.mem_tbps, rel=0.01)
+    # The fix cannot beat the weight reads either.
+    assert ob(seed, "expected_step_ms") > ob(seed, "gemv_ms")
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_fix_arithmetic(seed):
+    a = inst(seed).artifacts["experiments"]["cuda_graph"]
+    assert a["token_ms_graphed_fused"] == pytest.approx(ob(seed, "expected_step_ms"), abs=0.002)
+    assert a["launches_before"] == round(ob(seed, "kernels_per_step")) and a["launches_after"] == 1
+    assert a["token_ms_before"] > a["token_ms_graphed"] > a["token_ms_graphed_fused"]
+    assert 200 <= a["kernels_after_fusion"] <= 700
+    # CUDA Graphs remove the idle, not the busy time.
+    assert a["token_ms_graphed"] == pytest.approx(ob(seed, "gpu_busy_ms") + a["idle_ms_graphed"], abs=0.002)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_kernel_count_follows_the_layer_recipe(seed):
+    d = inst(seed).artifacts["decode"]
+    per_layer = 41 if d["weight_dtype"] == "fp8" else 33
+    tail = 10 + (36 if d["weight_dtype"] == "fp8" else 34)
+    assert d["kernels_per_token"] == d["layers"] * per_layer + tail
+    assert d["gemv_kernels_per_token"] == 7 * d["layers"] + 1
+
+
+def test_canonical_is_the_seed_case():
+    p = inst("canonical").params
+    assert (p.gpu, p.weight_dtype) == ("L40S", "int8")
+    d = inst("canonical").artifacts["decode"]
+    assert (d["layers"], d["hidden"], d["kv_heads"], d["vocab"]) == (32, 4096, 32, 32_000)
+    assert 6.8e9 < d["params"] < 7.1e9
+    assert ob("canonical", "kernels_per_step") == pytest.approx(1100, rel=0.02)
+    assert ob("canonical", "step_ms") == pytest.approx(28, rel=0.02)
+    assert ob("canonical", "fp16_weight_floor_ms") > ob("canonical", "gpu_busy_ms") > ob("canonical", "weight_floor_ms")
+
+
+def test_marks_point_at_a_step_and_an_inter_kernel_gap():
+    i = inst("canonical")
+    marks, tr = i.key["marks"], i.trace(0)
+    step, gap = marks["step"], marks["gap"]
+    assert step["start_us"] < gap["start_us"] < gap["end_us"] < step["end_us"]
+    assert (gap["end_us"] - gap["start_us"]) == pytest.approx(ob("canonical", "mean_gap_us"), rel=0.25)
+    gpu = (tr.kind == Kind.KERNEL) | (tr.kind == Kind.MEMORY)
+    s, e = tr.ts_ns[gpu] / 1e3, (tr.ts_ns[gpu] + tr.dur_ns[gpu]) / 1e3
+    assert not np.any((s < gap["end_us"] - 1e-3) & (e > gap["start_us"] + 1e-3)), "the gap mark is idle"
+
+
+def test_artifacts_are_json_and_carry_the_tools_inputs():
+    a = inst(0).artifacts
+    json.dumps(a)
+    assert {"gpus", "gpu", "kernels", "steps", "decode", "experiments"} <= set(a)
+    assert {"cuda_graph", "nsys_api_sum", "gemm_microbench"} <= set(a["experiments"])
+    launch = a["experiments"]["nsys_api_sum"]["rows"][0]
+    assert launch["name"] == "cudaLaunchKernel"
+    assert launch["calls"] == a["decode"]["kernels_per_token"] * a["decode"]["tokens"]
+    assert len(a["steps"]) == inst(0).params.tokens
+
+
+@pytest.mark.parametrize("overrides", [
+    {"gpu": "A100", "weight_dtype": "fp8"},
+    {"weight_dtype": "bf16", "model_params_b": "13"},  # 26 GB of bf16 reads on an L40S: GPU-bound
+])
+def test_overrides_that_leave_the_pathology_are_refused(overrides):
+    with pytest.raises(InstanceError):
+        SCN.instance("canonical", overrides)
+
+
+def test_draws_stay_launch_bound_beyond_the_test_seeds():
+    for seed in range(20, 120):
+        p = SCN.params_for(seed)
+        assert launch_bound._busy_share(p.model_dump()) <= launch_bound.DRAW_MAX_BUSY_SHARE
+        assert not (p.gpu == "A100" and p.weight_dtype == "fp8")
+
+
+def test_tokens_scale_the_trace_linearly():
+    small, big = SCN.instance(0, {"tokens": "4"}), SCN.instance(0, {"tokens": "8"})
+    per_token = (big.trace(0).event_count() - small.trace(0).event_count()) / 4
+    assert per_token == pytest.approx(5 * big.artifacts["decode"]["kernels_per_token"], rel=0.01)
