@@ -60,7 +60,17 @@ class ScenarioParams(BaseModel):
 
     @classmethod
     def draw(cls, rng: np.random.Generator) -> "ScenarioParams":
-        """A random instance: each drawable field uniform over its draw range, in field order."""
+        """A random instance: each drawable field uniform over its draw range, in field order,
+        then `adjust_draw` (before validation, so it can pull a draw back into the case)."""
+        return cls.model_validate(cls.adjust_draw(cls._draw_values(rng)))
+
+    @classmethod
+    def adjust_draw(cls, values: dict[str, Any]) -> dict[str, Any]:
+        """Hook for rules that tie params together (e.g. keep a draw launch-bound)."""
+        return values
+
+    @classmethod
+    def _draw_values(cls, rng: np.random.Generator) -> dict[str, Any]:
         values: dict[str, Any] = {}
         for name, f in cls.model_fields.items():
             extra = f.json_schema_extra or {}
@@ -72,7 +82,7 @@ class ScenarioParams(BaseModel):
                     values[name] = int(rng.integers(int(lo), int(hi) + 1))
                 else:
                     values[name] = round(float(rng.uniform(lo, hi)), 4)
-        return cls.model_validate({**cls().model_dump(), **values})
+        return {**cls().model_dump(), **values}
 
     @classmethod
     def describe(cls) -> list[dict]:

@@ -221,19 +221,8 @@ class Params(ScenarioParams):
         return self
 
     @classmethod
-    def draw(cls, rng: np.random.Generator) -> "Params":
-        """Uniform over the draw ranges (as ScenarioParams.draw), then kept launch-bound."""
-        values = cls().model_dump()
-        for name, f in cls.model_fields.items():
-            extra = f.json_schema_extra or {}
-            if "choices" in extra:
-                values[name] = extra["choices"][int(rng.integers(len(extra["choices"])))]
-            elif "draw" in extra:
-                lo, hi = extra["draw"]
-                if f.annotation is int:
-                    values[name] = int(rng.integers(int(lo), int(hi) + 1))
-                else:
-                    values[name] = round(float(rng.uniform(lo, hi)), 4)
+    def adjust_draw(cls, values: dict) -> dict:
+        """Keep a uniform draw launch-bound: no FP8 on A100, and shrink what would keep the GPU busy."""
         if values["gpu"] == "A100" and values["weight_dtype"] == "fp8":
             values["weight_dtype"] = "int8"
         while _busy_share(values) > DRAW_MAX_BUSY_SHARE:
@@ -243,7 +232,7 @@ class Params(ScenarioParams):
                 values["weight_dtype"] = "int8"
             else:
                 values["op_overhead_us"] = round(values["op_overhead_us"] + 1.0, 4)
-        return cls.model_validate(values)
+        return values
 
 
 # -- the model and its kernels -------------------------------------------------------
