@@ -1,0 +1,629 @@
+"""Case 4: a straggler rank in an 8-GPU all-reduce.
+
+The pathology: after a node reprovision one GPU (rank 3 in the seed) runs thermally
+throttled: its SM clock sits far below the maximum ("SW Thermal Slowdown"), so every
+compute-bound kernel it runs is slower by max_clock / throttled_clock. Data-parallel
+training is as fast as its slowest rank: a collective starts only when the last rank
+arrives, so every other rank's NCCL kernel launches on time and spins until the
+straggler shows up. On rank 0's trace (the one everybody stares at) that looks like
+"NCCL got slow": one all-reduce of ~215 ms where the wire needs ~20.
+
+What a strong read notices: the step regressed by about the straggler's excess; the
+compute stream idles while one long ncclDevKernel_AllReduce runs; a long collective is
+a symptom (slow wire or late arrival) that one rank's trace cannot tell apart; the size
+arithmetic rejects the wire (bucket x 2(N-1)/N at even a modest 150 GB/s is ~19 ms);
+per-rank compute finds one rank ~1.5x slower with the same kernels and shapes, and its
+excess equals the others' wait (590 - 395 = 195 ms); its GEMMs and attention kernels
+are each slower by the clock ratio while its memory-bound kernels (elementwise, the
+optimizer) are not, which says SM clock, not HBM (ECC/row-remap would slow exactly
+those) and not data skew (same kernel count, same shapes); the straggler's own NCCL
+kernel is short (it waits for nobody) and is the true comm time; DCGM / nvidia-smi
+confirm the clock and the throttle reason. Fix the cooling: no code change.
+
+Physics: forward = 2 x params x tokens / (peak x efficiency), backward twice that,
+spread over the kernels of a Llama-style layer in proportion to their roofline times.
+The throttled GPU's kernels take their roofline time at the reduced clock
+(app.physics.roofline_us with clock_ratio): the compute roof scales with the SM clock,
+HBM bandwidth does not. Each rank has its own small compute spread (normal, the
+`rank_jitter_pct` sigma). Each rank's NCCL kernel starts when that rank has finished
+backward and ends when the last rank has arrived plus the true comm time: the bucket's
+bytes x 2(N-1)/N over the achieved bus bandwidth. After it, fused AdamW updates the
+rank's 1/N shard of fp32 master weights and states (28 B per parameter: read param,
+grad, exp_avg, exp_avg_sq, write param, exp_avg, exp_avg_sq, 4 B each) at 85% of HBM
+bandwidth, unaffected by the SM clock, then `loss.item()` syncs the CPU. All ranks run
+on one clock, so step boundaries line up across the per-rank traces. The key is
+computed from the plan that the traces are emitted from (durations are exact integer
+nanoseconds per phase), and the emission checks that every kernel lands where the plan
+put it.
+
+Seeds draw the world (4 or 8 GPUs), the GPU (H100, H200, A100), which rank straggles
+(never 0), the throttle (55-80% of the max SM clock), the model size, tokens per GPU,
+efficiency, the bucket and its bus bandwidth, and the healthy ranks' spread; the
+pathology stays: one uniformly slow rank, everybody else's NCCL kernel long.
+
+Modelling choice: like the seed, each step shows one exposed collective, the all-reduce
+of the last gradient bucket after backward. The rest of the step's FSDP-style traffic
+(overlapped gathers and earlier buckets) is not drawn: with a straggler those would
+also wait on the slow rank, which spreads the same wait over more NCCL kernels without
+changing the step time, which the straggler's excess compute sets. The straggler is
+never rank 0, so rank 0's trace shows the long all-reduce the seed's team stares at.
+
+Canonical deviations from the seed, where its arithmetic does not close (the model's
+numbers stand, and the key states them):
+- Clock. The seed's 1410 MHz (ratio 0.71) gives ~555 ms even if every kernel slowed by
+  the full clock ratio; DESIGN.md's ~1325 MHz assumes exactly that. With the roofline,
+  the memory-bound kernels (elementwise: ~18% of this model's fwd+bwd kernel time, and
+  the optimizer) keep their speed, so 1410 MHz gives ~519 ms and 1325 MHz ~547 ms; the
+  clock that makes rank 3 compute ~587 ms is 1219 MHz (ratio 0.616), and the canonical
+  key says so. Rank 3's GEMMs are 1.63x slower, its elementwise kernels 1.00x.
+- The optimizer (16 ms: a 13B model's 1/8 shard at 28 B per parameter) runs after the
+  all-reduce, as it must (it needs the reduced gradients), so rank 0 shows fwd ~127 and
+  bwd ~252 ms, the all-reduce, then the optimizer, where the seed draws the optimizer
+  before the all-reduce. Compute per rank (fwd + bwd + optimizer busy time) is ~393 ms
+  on the healthy ranks (the seed's 395) and ~587 on rank 3 (590); the straggler's
+  excess is still exactly the wait (195 ms) because the optimizer is not clock-bound.
+- The step (~612 ms; the seed's 610) also carries the host prologue (1.8 ms) and
+  ~2,170 inter-kernel gaps (2.6 ms), and after the fix the last arrival is the slowest
+  healthy rank, not rank 0; so the healthy step is ~418 ms (1.46x), where the seed
+  rounds to 395 + 20 = 415 (1.47x). The pre-incident step is that same healthy step:
+  the seed's "~430 ms before the reprovision" and "30% drop" do not match its own
+  415 ms; the model says ~418 ms and a 32% throughput drop.
+
+Versions: 1, first model.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import statistics
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from pydantic import model_validator
+
+from app import physics, training, workload
+from app.scenario import (Built, InstanceError, Scenario, ScenarioParams, gpu_clock_report, make_key, new_builder,
+                          obs, param)
+from app.trace.builder import Trace
+from app.trace.emit import cpu_span, launch_phase, memcpy
+
+VOCAB = 128_256  # Llama 3 tokenizer
+GPU_GAP_NS = 1_200  # idle between back-to-back kernels on one stream (dispatch), as training.forward_backward
+LAUNCH_LATENCY_NS = 3_000  # launch_phase's default: a kernel is ready 3 µs after its launch call returns
+CPU_LEAD_MARGIN_NS = 25_000  # how far the first launch of a phase runs ahead of the GPU
+# training.allreduce: the NCCL kernel starts 4 µs after the compute-stream event it waits on.
+NCCL_AFTER_READY_NS = 4_000
+# training.optimizer: the first AdamW kernel starts 5 µs after the all-reduce ends, 1.5 µs gaps.
+OPT_AFTER_READY_NS, OPT_GAP_NS, OPT_LAUNCHES = 5_000, 1_500, 4
+OPT_BYTES_PER_PARAM = 28.0  # fp32 master weights and AdamW states (see the docstring)
+OPT_HBM_EFF = 0.85  # multi_tensor_apply reaches ~85% of HBM bandwidth (training.optimizer)
+# training.sync_on_loss: the DtoH copy starts 2 µs after the GPU drains, the CPU returns
+# 2.5 + 8 + 4 µs after the copy starts; the next ProfilerStep opens 15 µs later.
+DTOH_AFTER_NS, DTOH_NS, SYNC_TAIL_NS, STEP_GAP_NS = 2_000, 1_600, 14_500, 15_000
+MODEST_BUSBW_GBPS = 150.0  # the seed's "even at a modest 150 GB/s"
+THROTTLE_TEMP_C = (87, 91)  # SW thermal slowdown engages in the high 80s on H100/A100 SXM
+SW_THERMAL_BIT = 0x20  # DCGM_FI_DEV_CLOCKS_EVENT_REASONS: SW_THERMAL
+
+_drawing = contextvars.ContextVar("straggler_drawing", default=False)
+
+
+class Params(ScenarioParams):
+    gpu: Literal["H100", "H200", "A100"] = param("H100", unit="GPU model", choices=["H100", "H200", "A100"])
+    world_size: int = param(8, unit="ranks (GPUs in one NVLink domain)", ge=4, le=8, choices=[4, 8])
+    straggler_rank: int = param(3, unit="rank of the throttled GPU (never 0: rank 0 is the trace everyone reads)",
+                                ge=1, le=7, draw=(1, 7))
+    throttle_clock_frac: float = param(0.6156, unit="throttled SM clock as a fraction of the max SM clock",
+                                       ge=0.3, le=0.9, draw=(0.55, 0.8))
+    model_params_b: float = param(13.0, unit="billion parameters", ge=3.0, le=70.0, draw=(6.0, 15.0))
+    tokens_per_gpu: int = param(2048, unit="tokens per GPU per step", ge=1024, le=32_768, draw=(1536, 4096))
+    compute_eff: float = param(0.4281, unit="fraction of dense bf16 peak in forward/backward (healthy GPU)",
+                               ge=0.15, le=0.75, draw=(0.36, 0.55))
+    bucket_gb: float = param(1.6, unit="GB of bf16 gradients in the step's exposed all-reduce", ge=0.1, le=8.0,
+                             draw=(0.8, 2.5))
+    comm_busbw_frac: float = param(0.3796, unit="fraction of the ring's achievable busbw the all-reduce reaches",
+                                   ge=0.1, le=1.0, draw=(0.35, 0.6))
+    rank_jitter_pct: float = param(0.5, unit="% sigma of per-rank compute time among healthy ranks", ge=0.0,
+                                   le=1.5, draw=(0.2, 0.6))
+    host_prologue_ms: float = param(1.8, unit="ms from step start to the first forward kernel (zero_grad, "
+                                    "DataLoader, H2D)", ge=1.5, le=50.0, draw=(1.5, 4.0))
+    op_overhead_us: float = param(25.0, unit="µs of framework CPU time per op", ge=5.0, le=60.0, draw=(15.0, 35.0))
+    steps: int = param(4, unit="training steps in the trace", ge=3, le=2000)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fit_drawn_rank(cls, data):
+        # A seeded draw picks the rank among 1..7 independently of the world; fold it into
+        # 1..world-1. An explicit override outside the world is an error (below).
+        if _drawing.get() and isinstance(data, dict):
+            world, rank = int(data.get("world_size", 8)), int(data.get("straggler_rank", 3))
+            if rank >= world:
+                data = {**data, "straggler_rank": 1 + (rank - 1) % (world - 1)}
+        return data
+
+    @model_validator(mode="after")
+    def _rank_in_world(self):
+        if self.straggler_rank >= self.world_size:
+            raise ValueError(f"straggler_rank {self.straggler_rank} must be below world_size {self.world_size}")
+        return self
+
+    @classmethod
+    def draw(cls, rng: np.random.Generator) -> "Params":
+        token = _drawing.set(True)
+        try:
+            return super().draw(rng)
+        finally:
+            _drawing.reset(token)
+
+    @classmethod
+    def canonical(cls) -> "Params":
+        """The seed's case 4: 8xH100, 13B model, rank 3 throttled; 610 ms steps, 215 ms all-reduce on rank 0."""
+        return cls()
+
+
+def _specs(p: Params, gpu: physics.Gpu):
+    """One step's forward and backward kernels (Llama-style layers, LM head, loss)."""
+    shape = training.model_shape(p.model_params_b * 1e9)
+    t = p.tokens_per_gpu
+    seq = min(t, 8192)
+    h = shape["hidden"]
+    layer_f = workload.transformer_layer(gpu.arch, t, seq, h, shape["ffn"], shape["kv_hidden"])
+    layer_b = workload.transformer_layer(gpu.arch, t, seq, h, shape["ffn"], shape["kv_hidden"], backward=True)
+    ev = "autograd::engine::evaluate_function: "
+    fwd = [workload._ew("aten::embedding", "embedding", t * h, 1, 1)] + layer_f * shape["layers"] + [
+        workload._gemm(gpu.arch, "aten::mm", t, VOCAB, h),
+        workload._ew("aten::_log_softmax", "softmax_xent", t * VOCAB, 1, 1, 4)]
+    bwd = [workload._ew(ev + "LogSoftmaxBackward0", "mul_f32", t * VOCAB, 2, 1, 4),
+           workload._gemm(gpu.arch, ev + "MmBackward0", t, h, VOCAB, "nn"),
+           workload._gemm(gpu.arch, ev + "MmBackward0", VOCAB, h, t, "nt")] \
+        + layer_b * shape["layers"] + [workload._ew(ev + "EmbeddingBackward0", "sum", t * h, 1, 1)]
+    return shape, fwd, bwd
+
+
+def _spread_ns(weights: np.ndarray, total_ns: int, rng: np.random.Generator, jitter: float = 0.03,
+               floor_ns: int = 1_500) -> np.ndarray:
+    """Kernel durations in proportion to roofline weights with per-kernel jitter; the sum is
+    exactly `total_ns` (workload.scaled_durations_ns, with an integer total)."""
+    w = weights * rng.normal(1.0, jitter, len(weights)).clip(0.8, 1.2)
+    ns = np.floor(np.maximum(w / w.sum() * total_ns, floor_ns)).astype(np.int64)
+    ns[np.argmax(ns)] += int(total_ns) - int(ns.sum())
+    return ns
+
+
+def _cpu_lead_ns(overhead: np.ndarray, launch: np.ndarray, dur: np.ndarray) -> int:
+    """How early a thread must start launching a phase so that no kernel waits for its launch:
+    max over kernels of (launch-ready time - GPU-bound start), both relative to the phase start."""
+    cost = overhead + launch + np.maximum(overhead // 8, 500)  # launch_phase's op cost (epilogue included)
+    op_start = np.zeros(len(cost), np.int64)
+    np.cumsum(cost[:-1], out=op_start[1:])
+    ready = op_start + overhead + launch + LAUNCH_LATENCY_NS
+    gpu_start = np.zeros(len(dur), np.int64)
+    np.cumsum(dur[:-1] + GPU_GAP_NS, out=gpu_start[1:])
+    return int((ready - gpu_start).max())
+
+
+@dataclass
+class _Plan:
+    """Every rank's step timeline, int64 ns relative to the trace base; arrays are [rank, step]."""
+
+    world: int
+    steps: int
+    straggler: int
+    emit_seed: int
+    first_step: int
+    nccl_stream: int
+    bucket_bytes: float
+    shard_params: float
+    h2d_bytes: int
+    h2d_ns: int
+    opt_ns: int
+    n_fwd: int
+    n_bwd: int
+    start: np.ndarray  # ProfilerStep start
+    prologue: np.ndarray  # start -> first forward kernel
+    fwd: np.ndarray  # forward kernel time (sum)
+    bwd: np.ndarray
+    healthy_fwd: np.ndarray  # what the straggler's row would be at full clock
+    healthy_bwd: np.ndarray
+    arrive: np.ndarray  # NCCL kernel start (the rank's compute is done)
+    ar_end: np.ndarray  # NCCL kernel end (the last rank arrived + comm)
+    comm: np.ndarray  # [step] true comm time
+    opt_end: np.ndarray
+    step_end: np.ndarray  # ProfilerStep end
+
+    def fb_gaps(self) -> int:
+        return (self.n_fwd + self.n_bwd - 2) * GPU_GAP_NS
+
+
+def _plan(p: Params, gpu: physics.Gpu, rng: np.random.Generator, n_fwd: int, n_bwd: int,
+          ratio_fwd: float, ratio_bwd: float) -> _Plan:
+    world, steps, s = p.world_size, p.steps, p.straggler_rank
+    emit_seed = int(rng.integers(0, 2**62))
+    # A seeded moment some weeks into the quarter, as new_builder picks it, shared by all ranks.
+    t0 = int(rng.integers(20, 80)) * 86_400 * 10**9 + int(rng.integers(0, 86_400 * 10**6)) * 1000
+    first_step = int(rng.integers(3, 40))
+    nccl_stream = int(rng.choice([40, 52, 84]))
+    # Per-rank compute spread. Rank 0 is the typical healthy rank whose trace the team reads:
+    # it shares its draw with the healthy rank at the middle of the ranking, so rank 0 is the
+    # median over all ranks (straggler included), the per-rank view's reference.
+    sigma = p.rank_jitter_pct / 100.0
+    others = np.clip(rng.normal(0.0, sigma, world - 2), -2.5 * sigma, 2.5 * sigma)
+    factor = np.ones(world)
+    factor[[r for r in range(1, world) if r != s]] = 1.0 + others
+    factor[0] = 1.0 + np.sort(others)[(world - 2) // 2]
+    factor[s] = 1.0 + float(np.clip(rng.normal(0.0, sigma), -2.5 * sigma, 2.5 * sigma))
+    step_f = 1.0 + rng.normal(0.0, 0.001, (world, steps))
+    step_b = 1.0 + rng.normal(0.0, 0.001, (world, steps))
+    n_params = p.model_params_b * 1e9
+    fwd_ns = 2 * n_params * p.tokens_per_gpu / (gpu.bf16_tflops * 1e12 * p.compute_eff) * 1e9
+    healthy_fwd = np.rint(fwd_ns * factor[:, None] * step_f).astype(np.int64)
+    healthy_bwd = np.rint(2 * fwd_ns * factor[:, None] * step_b).astype(np.int64)
+    fwd, bwd = healthy_fwd.copy(), healthy_bwd.copy()
+    fwd[s] = np.rint(fwd_ns * ratio_fwd * factor[s] * step_f[s]).astype(np.int64)
+    bwd[s] = np.rint(2 * fwd_ns * ratio_bwd * factor[s] * step_b[s]).astype(np.int64)
+    prologue = np.rint(p.host_prologue_ms * 1e6 * (1.0 + np.clip(rng.normal(0.0, 0.01, (world, steps)), -0.03, 0.03))
+                       ).astype(np.int64)
+    bucket_bytes = p.bucket_gb * 1e9
+    comm_ms = physics.allreduce_ms(bucket_bytes, world, gpu.busbw_gbps * p.comm_busbw_frac)
+    comm = np.rint(comm_ms * 1e6 * rng.normal(1.0, 0.01, steps)).astype(np.int64)
+    skew = rng.integers(0, 3_000, (world, steps))  # ranks leave the collective within a few µs
+    # Exactly training.optimizer's arithmetic (its durations sum to this, to the ns).
+    shard = n_params / world
+    opt_total_ms = shard * OPT_BYTES_PER_PARAM / (gpu.mem_tbps * 1e12 * OPT_HBM_EFF) * 1e3
+    opt_ns = int(round(opt_total_ms * 1e6))
+    h2d_bytes = p.tokens_per_gpu * 8 * 2  # int64 input ids and labels
+    h2d_ns = int(h2d_bytes / 20e9 * 1e9) + 2_000  # pinned PCIe Gen5, ~20 GB/s effective for small copies
+
+    start = np.zeros((world, steps), np.int64)
+    arrive, ar_end, opt_end, step_end = (np.zeros((world, steps), np.int64) for _ in range(4))
+    start[:, 0] = t0 + rng.integers(0, 40_000, world)  # the processes do not enter step 0 in lockstep
+    gaps = (n_fwd + n_bwd - 2) * GPU_GAP_NS
+    for k in range(steps):
+        arrive[:, k] = start[:, k] + prologue[:, k] + fwd[:, k] + bwd[:, k] + gaps + NCCL_AFTER_READY_NS
+        last = int(arrive[:, k].max())
+        ar_end[:, k] = last + comm[k] + skew[:, k]
+        opt_end[:, k] = ar_end[:, k] + OPT_AFTER_READY_NS + opt_ns + (OPT_LAUNCHES - 1) * OPT_GAP_NS
+        step_end[:, k] = opt_end[:, k] + DTOH_AFTER_NS + SYNC_TAIL_NS
+        if k + 1 < steps:
+            start[:, k + 1] = step_end[:, k] + STEP_GAP_NS
+    return _Plan(world, steps, s, emit_seed, first_step, nccl_stream, bucket_bytes, shard, h2d_bytes, h2d_ns,
+                 opt_ns, n_fwd, n_bwd, start, prologue, fwd, bwd, healthy_fwd, healthy_bwd, arrive, ar_end, comm,
+                 opt_end, step_end)
+
+
+def _durations(plan: _Plan, rank: int, w_fwd: np.ndarray, w_bwd: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Each step's kernel durations on one rank, from that rank's own duration stream."""
+    rng = np.random.default_rng([plan.emit_seed, rank, 0])
+    return [(_spread_ns(w_fwd, int(plan.fwd[rank, k]), rng), _spread_ns(w_bwd, int(plan.bwd[rank, k]), rng))
+            for k in range(plan.steps)]
+
+
+def _emit_rank(plan: _Plan, p: Params, gpu: physics.Gpu, rank: int, fwd: list, bwd: list,
+               weights: dict) -> Trace:
+    """Rank `rank`'s trace, with every GPU time checked against the plan the key came from."""
+    meta_rng = np.random.default_rng([plan.emit_seed, rank, 2])
+    cpu_rng = np.random.default_rng([plan.emit_seed, rank, 1])
+    b, pid, _ = new_builder(meta_rng, gpu, rank=rank, world=plan.world, visible_gpus=plan.world)
+    topo = training.Topology(pid, pid, pid + 37, rank, 7, nccl_stream=plan.nccl_stream)
+    topo.name_rows(b, gpu.name, rank=rank)
+    w_f, w_b = weights["straggler" if rank == plan.straggler else "healthy"]
+    durs = _durations(plan, rank, w_f, w_b)
+    ops_f, kern_f = workload.intern(b, fwd)
+    ops_b, kern_b = workload.intern(b, bwd)
+    nelems = int(plan.bucket_bytes / physics.BF16_BYTES)
+
+    def check(what: str, got: int, want: int, k: int) -> None:
+        if got != want:
+            raise InstanceError(f"straggler: on rank {rank}, step {k}, {what} lands at {got} ns where the plan "
+                                f"says {want}: the CPU cannot launch ahead of the GPU with these params (raise "
+                                f"host_prologue_ms or tokens_per_gpu, or lower op_overhead_us)")
+
+    for k in range(plan.steps):
+        s0 = int(plan.start[rank, k])
+        g0 = s0 + int(plan.prologue[rank, k])
+        f_ns, b_ns = durs[k]
+        oh, ln = training.op_overheads_ns(cpu_rng, len(fwd), p.op_overhead_us)
+        # The forward's launches start early enough that no kernel waits for its launch (the
+        # CPU stays ahead of the GPU); the DataLoader hands over the batch a third of the way
+        # into the prologue, or sooner when the launches need the room.
+        cpu_t0 = g0 - _cpu_lead_ns(oh, ln, f_ns) - CPU_LEAD_MARGIN_NS
+        dl_end = min(s0 + int(plan.prologue[rank, k]) * 7 // 20, cpu_t0 - 40_000)
+        check("the forward's first launch", max(cpu_t0, s0 + 500_000 + 40_000), cpu_t0, k)
+        cpu_span(b, "Optimizer.zero_grad#AdamW.zero_grad", pid, topo.main_tid, s0 + 20_000, s0 + 320_000)
+        cpu_span(b, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", pid, topo.main_tid,
+                 s0 + 400_000, dl_end)
+        memcpy(b, host_pid=pid, cpu_tid=topo.main_tid, gpu_pid=rank, stream=7, kind="HtoD_pinned",
+               nbytes=plan.h2d_bytes, cpu_start_ns=dl_end + 20_000, api_ns=10_000, gpu_start_ns=dl_end + 40_000,
+               gpu_dur_ns=plan.h2d_ns, op_name="aten::copy_")
+        f = launch_phase(b, host_pid=pid, cpu_tid=topo.main_tid, gpu_pid=rank, stream=7, op_names=ops_f,
+                         kernel_names=kern_f, kernel_dur_ns=f_ns, cpu_t0=cpu_t0, gpu_t0=g0, op_overhead_ns=oh,
+                         launch_ns=ln, gpu_gap_ns=GPU_GAP_NS)
+        cpu_span(b, "FullyShardedDataParallel.forward", pid, topo.main_tid, cpu_t0 - 2_000, f.cpu_end + 3_000)
+        check("the first forward kernel", int(f.kernel_start[0]), g0, k)
+        oh, ln = training.op_overheads_ns(cpu_rng, len(bwd), p.op_overhead_us)
+        bw = launch_phase(b, host_pid=pid, cpu_tid=topo.autograd_tid, gpu_pid=rank, stream=7, op_names=ops_b,
+                          kernel_names=kern_b, kernel_dur_ns=b_ns, cpu_t0=f.cpu_end + 20_000, gpu_t0=f.gpu_end,
+                          op_overhead_ns=oh, launch_ns=ln, gpu_gap_ns=GPU_GAP_NS)
+        ready = int(plan.arrive[rank, k]) - NCCL_AFTER_READY_NS
+        check("the end of backward", bw.gpu_end, ready, k)
+        cpu_ar, a0, a1 = training.allreduce(b, topo, cpu_t0=bw.cpu_end + 30_000, gpu_ready=bw.gpu_end,
+                                            dur_ns=int(plan.ar_end[rank, k] - plan.arrive[rank, k]),
+                                            nelems=nelems, world=plan.world)
+        check("the NCCL kernel", a0, int(plan.arrive[rank, k]), k)
+        opt = training.optimizer(b, topo, cpu_rng, params=plan.shard_params, cpu_t0=cpu_ar + 20_000,
+                                 gpu_ready=a1, gpu=gpu, bytes_per_param=OPT_BYTES_PER_PARAM)
+        check("the optimizer's end", opt.gpu_end, int(plan.opt_end[rank, k]), k)
+        t_end = training.sync_on_loss(b, topo, cpu_t0=opt.cpu_end + 10_000, gpu_done=opt.gpu_end)
+        check("the step's end", t_end, int(plan.step_end[rank, k]), k)
+        cpu_span(b, f"ProfilerStep#{plan.first_step + k}", pid, topo.main_tid, s0, t_end)
+    return b.build()
+
+
+def _kernel_means(durs) -> np.ndarray:
+    """Per-kernel mean duration over the steps (ns), forward then backward."""
+    return np.concatenate([np.mean([d[0] for d in durs], axis=0), np.mean([d[1] for d in durs], axis=0)])
+
+
+def build(p: Params, rng: np.random.Generator, seed) -> Built:
+    gpu = physics.GPUS[p.gpu]
+    n, s = p.world_size, p.straggler_rank
+    clock_ratio = p.throttle_clock_frac
+    clock_mhz = int(round(gpu.max_sm_clock_mhz * clock_ratio))
+    shape, fwd, bwd = _specs(p, gpu)
+    w1_f, w1_b = workload.roofline_weights_us(fwd, gpu), workload.roofline_weights_us(bwd, gpu)
+    wc_f = workload.roofline_weights_us(fwd, gpu, clock_ratio)
+    wc_b = workload.roofline_weights_us(bwd, gpu, clock_ratio)
+    weights = {"healthy": (w1_f, w1_b), "straggler": (wc_f, wc_b)}
+    plan = _plan(p, gpu, rng, len(fwd), len(bwd), wc_f.sum() / w1_f.sum(), wc_b.sum() / w1_b.sum())
+    # The plan assumes the CPU launches ahead of the GPU (the emission checks it kernel by
+    # kernel). Refuse up front what cannot hold: the forward's launches, at their mean CPU
+    # cost, must fall behind the fastest rank's kernels by less than half the prologue's room.
+    op_ns = int(p.op_overhead_us * 1e3)
+    healthy = np.floor(w1_f / w1_f.sum() * plan.fwd[:, 0].min()).astype(np.int64)
+    lead_ns = _cpu_lead_ns(np.full(len(fwd), op_ns), np.full(len(fwd), 6_000), healthy)
+    room_ns = p.host_prologue_ms * 1e6 * 0.97 - 565_000
+    if lead_ns > 0.5 * room_ns:
+        raise InstanceError(f"straggler: the CPU needs {lead_ns / 1e3:.0f} µs of head start to launch the forward "
+                            f"ahead of the GPU, more than the {p.host_prologue_ms:g} ms prologue leaves: launch-bound, "
+                            f"not this case (raise host_prologue_ms, tokens_per_gpu or model_params_b, or lower "
+                            f"op_overhead_us)")
+
+    # -- the key, from the plan the traces are emitted from ---------------------------
+    win = slice(0, p.steps - 1)  # the reader's windows: ProfilerStep start to the next start
+    busy = plan.h2d_ns + plan.fwd + plan.bwd + plan.opt_ns + DTOH_NS  # compute-stream busy per [rank, step]
+    compute = busy[:, win].mean(axis=1) / 1e6
+    periods = np.diff(plan.start, axis=1) / 1e6  # [rank, window]
+    step_ms = float(periods[0].mean())
+    last = plan.arrive.max(axis=0)
+    wait_by_rank = (last[None, :] - plan.arrive)[:, win].mean(axis=1) / 1e6
+    nccl_by_rank = (plan.ar_end - plan.arrive)[:, win].mean(axis=1) / 1e6
+    wait_ms = float(wait_by_rank[0])
+    comm_ms = float(plan.comm[win].mean() / 1e6)
+    allreduce_ms = float(nccl_by_rank[0])
+    straggler_ms = float(compute[s])
+    peer_ms = float(statistics.median(compute.tolist()))
+    spread = straggler_ms / peer_ms
+    # After the fix the straggler arrives on a healthy GPU's schedule; the last arrival moves up.
+    healthy_arrive = plan.arrive.copy()
+    healthy_arrive[s] -= (plan.fwd[s] + plan.bwd[s]) - (plan.healthy_fwd[s] + plan.healthy_bwd[s])
+    lift = (last - healthy_arrive.max(axis=0))[win] / 1e6
+    after_ms = float((periods[0] - lift).mean())
+    speedup = step_ms / after_ms
+    drop_pct = (1.0 - after_ms / step_ms) * 100.0
+    fb_gaps_ms = plan.fb_gaps() / 1e6
+    fwd_span = (plan.fwd + (len(fwd) - 1) * GPU_GAP_NS)[:, win].mean(axis=1) / 1e6
+    bwd_span = (plan.bwd + (len(bwd) - 1) * GPU_GAP_NS)[:, win].mean(axis=1) / 1e6
+    opt_ms = (plan.opt_ns + (OPT_LAUNCHES - 1) * OPT_GAP_NS) / 1e6
+    bucket_gb = p.bucket_gb
+    ring_gb = physics.ring_allreduce_bytes(plan.bucket_bytes, n) / 1e9
+    wire_floor_ms = physics.allreduce_ms(plan.bucket_bytes, n, MODEST_BUSBW_GBPS)
+    comm_busbw = physics.busbw_gbps(plan.bucket_bytes, n, comm_ms)
+    apparent_busbw = physics.busbw_gbps(plan.bucket_bytes, n, allreduce_ms)
+    flops = physics.training_flops(p.model_params_b * 1e9, p.tokens_per_gpu)
+    mfu = physics.mfu_pct(flops, step_ms, gpu)
+    mfu_after = physics.mfu_pct(flops, after_ms, gpu)
+    # Rank 0's and the straggler's kernels, as emitted (same duration streams as the traces).
+    specs = fwd + bwd
+    k0 = _kernel_means(_durations(plan, 0, w1_f, w1_b))
+    ks = _kernel_means(_durations(plan, s, wc_f, wc_b))
+    role = np.array([sp.role for sp in specs])
+    gemm_slowdown = float(ks[role == "gemm"].sum() / k0[role == "gemm"].sum())
+    ew_slowdown = float(ks[role == "ew"].sum() / k0[role == "ew"].sum())
+    ew_share_pct = float(k0[role == "ew"].sum() / k0.sum() * 100)
+    kernels_per_step = len(fwd) + len(bwd) + OPT_LAUNCHES
+    max_clock = gpu.max_sm_clock_mhz
+    temp_c = int(rng.integers(*THROTTLE_TEMP_C))
+    gpus = gpu_clock_report(gpu, n, rng, overrides={s: {
+        "sm_clock_mhz": clock_mhz, "throttle_reasons": ["SW Thermal Slowdown"], "temperature_c": temp_c,
+        "power_w": round(float(gpu.tdp_w * rng.uniform(0.5, 0.62)), 1)}})
+    gap0 = (int(plan.arrive[0, 0]) - NCCL_AFTER_READY_NS, int(plan.ar_end[0, 0]) + OPT_AFTER_READY_NS)
+
+    observations = [
+        obs("step_ms", "step period on rank 0", step_ms, "ms"),
+        obs("expected_step_ms", "step with the straggler back at full clock", after_ms, "ms"),
+        obs("speedup", "throughput gain", speedup, "x", 3),
+        obs("straggler_rank", "the slow rank", s, "rank", 0),
+        obs("straggler_compute_ms", "compute per step on the straggler (fwd + bwd + optimizer busy)", straggler_ms,
+            "ms"),
+        obs("peer_compute_ms", "compute per step, median over ranks", peer_ms, "ms"),
+        obs("wait_ms", "rank 0's wait inside the all-reduce for the straggler", wait_ms, "ms"),
+        obs("comm_ms", "true comm time (the last arriver's NCCL kernel)", comm_ms, "ms"),
+        obs("allreduce_ms", "all-reduce kernel per step as rank 0 sees it", allreduce_ms, "ms"),
+        obs("sm_clock_mhz", f"SM clock of rank {s}'s GPU", clock_mhz, "MHz", 0),
+        obs("max_sm_clock_mhz", "SM clock of the healthy GPUs (max)", max_clock, "MHz", 0),
+        obs("clock_ratio", "throttled / max SM clock", clock_mhz / max_clock, "", 3),
+        obs("temperature_c", f"rank {s}'s GPU temperature", temp_c, "°C", 0),
+        obs("bucket_gb", "gradient bucket in the exposed all-reduce", bucket_gb, "GB"),
+        obs("ring_gb", "bytes each GPU moves in the ring, 2(N-1)/N x bucket", ring_gb, "GB"),
+        obs("wire_floor_ms", f"that all-reduce at a modest {MODEST_BUSBW_GBPS:.0f} GB/s busbw", wire_floor_ms, "ms"),
+        obs("comm_busbw_gbps", "bus bandwidth of the true comm", comm_busbw, "GB/s", 1),
+        obs("apparent_busbw_gbps", "bus bandwidth rank 0's kernel time would imply", apparent_busbw, "GB/s", 1),
+        obs("spread_ratio", "max / median per-rank compute", spread, "x", 3),
+        obs("excess_ms", "straggler compute minus the median", straggler_ms - peer_ms, "ms"),
+        obs("pre_incident_step_ms", "step before the reprovision (the healthy step)", after_ms, "ms"),
+        obs("regression_ms", "step regression since the reprovision", step_ms - after_ms, "ms"),
+        obs("throughput_drop_pct", "throughput lost since the reprovision", drop_pct, "%", 1),
+        obs("fwd_ms", "forward on rank 0", float(fwd_span[0]), "ms"),
+        obs("bwd_ms", "backward on rank 0", float(bwd_span[0]), "ms"),
+        obs("opt_ms", "optimizer step (every rank)", opt_ms, "ms"),
+        obs("straggler_fwd_ms", f"forward on rank {s}", float(fwd_span[s]), "ms"),
+        obs("straggler_bwd_ms", f"backward on rank {s}", float(bwd_span[s]), "ms"),
+        obs("gemm_slowdown", f"rank {s}'s GEMM time over rank 0's", gemm_slowdown, "x", 3),
+        obs("ew_slowdown", f"rank {s}'s elementwise time over rank 0's", ew_slowdown, "x", 3),
+        obs("ew_share_pct", "memory-bound elementwise share of rank 0's fwd+bwd kernel time", ew_share_pct, "%", 1),
+        obs("kernels_per_step", "compute kernels per step, on every rank alike", kernels_per_step, "kernels", 0),
+        obs("kernel_gaps_ms", "inter-kernel dispatch gaps in fwd + bwd", fb_gaps_ms, "ms"),
+        obs("mfu_pct", "MFU", mfu, "%", 1),
+        obs("expected_mfu_pct", "MFU after the fix", mfu_after, "%", 1),
+    ]
+
+    w, st, al, sc, pc, cm = (f"{x:.0f}" for x in (wait_ms, step_ms, allreduce_ms, straggler_ms, peer_ms, comm_ms))
+    others = f"ranks {', '.join(str(r) for r in range(n) if r != s)}"
+    nccl_name = workload.NCCL_ALLREDUCE.split("(")[0]
+    brief = (f"{n}x {gpu.key} ({gpu.interconnect}), {p.model_params_b:g}B-parameter model, FSDP-style data-parallel "
+             f"training in BF16. Throughput dropped {drop_pct:.0f}% after a node reprovision. Here is rank 0's "
+             f"trace (every rank's trace is available); the team is convinced NCCL got slow. Walk me through it.")
+    discipline = {
+        "step_boundary": (f"ProfilerStep# gives a clean {st} ms period on rank 0, up from ~{after_ms:.0f} ms before "
+                          f"the reprovision: a {step_ms - after_ms:.0f} ms regression to explain."),
+        "gaps": (f"Rank 0's compute stream runs forward ({fwd_span[0]:.0f} ms) and backward ({bwd_span[0]:.0f} ms), "
+                 f"then idles ~{al} ms while the NCCL stream runs one all-reduce; the optimizer ({opt_ms:.0f} ms) "
+                 f"follows it. Not starvation: the GPU waits on the collective."),
+        "overlap": (f"None on rank 0: the all-reduce is serialized after backward. Its {al} ms includes waiting: a "
+                    f"long collective means a slow wire or a late rank, and one rank's trace cannot tell which. The "
+                    f"size math says late rank: {bucket_gb:.1f} GB moves {ring_gb:.1f} GB per GPU, {wire_floor_ms:.0f} "
+                    f"ms even at {MODEST_BUSBW_GBPS:.0f} GB/s."),
+        "longest_kernel": (f"The {nccl_name} ({al} ms) is the longest kernel, but a symptom. Per rank: {others} "
+                           f"compute ~{pc} ms, rank {s} {sc} ms with the same {kernels_per_step} kernels: its GEMMs "
+                           f"{gemm_slowdown:.2f}x slower, its memory-bound elementwise kernels {ew_slowdown:.2f}x. "
+                           f"Rank {s}'s own all-reduce takes {cm} ms: the true comm."),
+    }
+    traps = [{
+        "id": "nccl_degraded",
+        "claim": "NCCL or NVLink degraded after the reprovision; retune NCCL_ALGO, check the switch, run nccl-tests.",
+        "why_wrong": (f"The bucket is {bucket_gb:.1f} GB; the ring moves 2x{n - 1}/{n}x{bucket_gb:.1f} = "
+                      f"{ring_gb:.1f} GB per GPU; even at a modest {MODEST_BUSBW_GBPS:.0f} GB/s that is "
+                      f"{wire_floor_ms:.0f} ms. A {al} ms kernel would mean {apparent_busbw:.0f} GB/s on "
+                      f"{gpu.interconnect}, and rank {s}'s own all-reduce, which waits for nobody, takes {cm} ms "
+                      f"({comm_busbw:.0f} GB/s). The other {w} ms is waiting: rank {s} arrives {w} ms late."),
+    }, {
+        "id": "data_skew",
+        "claim": f"Rank {s} got an imbalanced shard (data skew, longer sequences), so it has more work.",
+        "why_wrong": (f"Rank {s} launches the same {kernels_per_step} kernels per step with the same shapes as rank 0; "
+                      f"each GEMM is {gemm_slowdown:.2f}x slower while its elementwise kernels take "
+                      f"{ew_slowdown:.2f}x. More work means more or bigger kernels; the same kernels running "
+                      f"slower at a fixed memory speed means a lower SM clock."),
+    }, {
+        "id": "bad_link",
+        "claim": f"Rank {s}'s NIC or PCIe/NVLink link is bad.",
+        "why_wrong": (f"A bad link slows communication, not compute: rank {s}'s compute stream is the slow part "
+                      f"({sc} vs {pc} ms) and its own NCCL kernel runs the normal {cm} ms."),
+    }]
+    confirmation = (f"nvidia-smi -q -d PERFORMANCE,CLOCK -i {s} (or DCGM_FI_DEV_SM_CLOCK and "
+                    f"DCGM_FI_DEV_CLOCKS_EVENT_REASONS): rank {s}'s GPU runs its SM clock at {clock_mhz} MHz vs "
+                    f"{max_clock} MHz on its peers, SW Thermal Slowdown active, {temp_c} °C. {clock_mhz}/{max_clock} "
+                    f"= {clock_mhz / max_clock:.2f}: compute-bound kernels take {max_clock / clock_mhz:.2f}x as long "
+                    f"(rank {s}'s GEMMs: {gemm_slowdown:.2f}x) and the memory-bound ~{ew_share_pct:.0f}% does not "
+                    f"slow, which lands rank {s}'s compute at {sc} ms. Numbers agree.")
+    model_answer = (
+        f"Rank 0 shows a {al} ms all-reduce, but NCCL kernel time includes waiting for the slowest rank: a long "
+        f"collective means a slow wire or a late arrival, and a {bucket_gb:.1f} GB bucket, {ring_gb:.1f} GB on the "
+        f"ring, is {wire_floor_ms:.0f} ms even at {MODEST_BUSBW_GBPS:.0f} GB/s, so I go hunting for a straggler. "
+        f"Per-rank compute: {n - 1} ranks at ~{pc} ms, rank {s} at {sc} ms, and {sc} minus {pc} is "
+        f"{int(sc) - int(pc)} ms, the ~{w} ms the others wait; rank {s}'s own all-reduce is the true {cm} ms. Same "
+        f"kernels, GEMMs {gemm_slowdown:.1f}x slower, memory-bound kernels not: clocks, not workload. DCGM shows "
+        f"rank {s} at {clock_mhz} MHz against {max_clock}, thermal slowdown after the reprovision. Fix the airflow, "
+        f"no code change: step goes {st} to ~{after_ms:.0f} ms, {speedup:.2f}x. And I'd add a per-rank step-time "
+        f"spread alert, because one throttled GPU taxes all {n}.")
+    key = make_key(
+        scenario, p, seed, brief=brief, observations=observations, discipline=discipline,
+        root_cause=(f"Rank {s}'s GPU is thermally throttled (SW Thermal Slowdown, SM clock {clock_mhz} of "
+                    f"{max_clock} MHz) after the node reprovision, so its compute-bound kernels are "
+                    f"{max_clock / clock_mhz:.2f}x slower and its step compute takes {sc} ms instead of ~{pc}; every "
+                    f"collective waits for it, so every other rank's all-reduce absorbs a {w} ms wait."),
+        traps=traps, decisive_measurement="per-rank", confirmation=confirmation,
+        fix=(f"Fix the cooling on rank {s}'s GPU (fan profile / airflow on that tray after the reprovision), or swap "
+             f"the GPU; no code change. Leave a monitor behind: per-rank step time max/median (now "
+             f"{spread:.2f}) and DCGM clock / throttle-reason alerts."),
+        expected={"before_ms": round(step_ms, 2), "after_ms": round(after_ms, 2), "speedup": round(speedup, 3),
+                  "unit": "ms per step",
+                  "arithmetic": (f"rank {s} rejoins at ~{pc} ms compute, so the collective starts when the "
+                                 f"slowest healthy rank arrives, {float(lift.mean()):.0f} ms earlier: {st} - "
+                                 f"{float(lift.mean()):.0f} = {after_ms:.0f} ms per step (~{pc} compute + {cm} comm + "
+                                 f"{after_ms - peer_ms - comm_ms:.0f} of prologue, kernel gaps and the slowest healthy "
+                                 f"rank's spread) -> {speedup:.2f}x; MFU {mfu:.0f}% -> {mfu_after:.0f}%")},
+        model_answer=model_answer,
+        marks={"step": {"start_us": plan.start[0, 0] / 1e3, "end_us": plan.start[0, 1] / 1e3},
+               "gap": {"start_us": gap0[0] / 1e3, "end_us": gap0[1] / 1e3}},
+    )
+
+    per_rank = [{"rank": r, "compute_ms": round(float(compute[r]), 2), "wait_ms": round(float(wait_by_rank[r]), 2),
+                 "comm_ms": round(float(nccl_by_rank[r] - wait_by_rank[r]), 2),
+                 "nccl_kernel_ms": round(float(nccl_by_rank[r]), 2), "optimizer_ms": round(opt_ms, 2),
+                 "fwd_ms": round(float(fwd_span[r]), 2), "bwd_ms": round(float(bwd_span[r]), 2),
+                 "step_ms": round(float(periods[r].mean()), 2),
+                 "sm_clock_mhz": clock_mhz if r == s else max_clock} for r in range(n)]
+    top = workload.kernel_table(specs, k0)
+    # The one-GEMM microbench on each GPU in isolation: the top GEMM's shape at its roofline
+    # efficiency, the throttled GPU's compute roof scaled by its clock.
+    gemm_top = next(r for r in top if r["role"] == "gemm")
+    m_, n_, k_ = gemm_top["shape"]
+    ce, me = workload.EFFICIENCY["gemm"]
+    bench = {ratio: physics.gemm_flops(m_, n_, k_) / physics.roofline_us(
+        physics.gemm_flops(m_, n_, k_), physics.gemm_bytes(m_, n_, k_), gpu, ce, me, ratio) / 1e6
+        for ratio in (1.0, clock_ratio)}
+    artifacts = {
+        "per_rank": per_rank,
+        "gpus": gpus,
+        "gpu": {"key": gpu.key, "peak_tflops": gpu.bf16_tflops, "mem_tbps": gpu.mem_tbps,
+                "ridge_flop_per_byte": round(physics.ridge_point(gpu), 1), "count": n},
+        "kernels": top,
+        "straggler_kernels": workload.kernel_table(specs, ks),
+        "steps": [{"start_us": plan.start[0, k] / 1e3, "end_us": plan.step_end[0, k] / 1e3} for k in range(p.steps)],
+        "model": {**shape, "params": p.model_params_b * 1e9, "tokens_per_gpu": p.tokens_per_gpu},
+        "experiments": {
+            "per_rank": {"rank_compute_ms": [round(float(c), 2) for c in compute],
+                         "max_compute_ms": round(straggler_ms, 2), "median_compute_ms": round(peer_ms, 2),
+                         "spread_ratio": round(spread, 3), "straggler_rank": s,
+                         "excess_ms": round(straggler_ms - peer_ms, 2),
+                         "rank_wait_ms": [round(float(x), 2) for x in wait_by_rank]},
+            "dcgm": {"fields": ["DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_GPU_TEMP",
+                                "DCGM_FI_DEV_POWER_USAGE"],
+                     "rows": [{"gpu": g["index"], "DCGM_FI_DEV_SM_CLOCK": g["sm_clock_mhz"],
+                               "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": SW_THERMAL_BIT if g["throttle_reasons"] else 0,
+                               "DCGM_FI_DEV_GPU_TEMP": g["temperature_c"], "DCGM_FI_DEV_POWER_USAGE": g["power_w"]}
+                              for g in gpus]},
+            "nvidia_smi": {"index": s, "performance_state": "P0", "sm_clock_mhz": clock_mhz,
+                           "graphics_clock_mhz": clock_mhz, "mem_clock_mhz": gpu.mem_clock_mhz,
+                           "max_sm_clock_mhz": max_clock, "clocks_event_reasons": {
+                               "Idle": False, "Applications Clocks Setting": False, "SW Power Cap": False,
+                               "HW Slowdown": False, "HW Thermal Slowdown": False, "HW Power Brake Slowdown": False,
+                               "Sync Boost": False, "SW Thermal Slowdown": True, "Display Clock Setting": False},
+                           "temperature_c": temp_c},
+            "gemm_microbench": {"kernel": gemm_top["kernel"], "shape": gemm_top["shape"],
+                                "tflops_by_rank": [round(bench[clock_ratio if r == s else 1.0], 1)
+                                                   for r in range(n)]},
+        },
+    }
+    cache: dict[int, Trace] = {}
+
+    def trace_for_rank(rank: int) -> Trace:
+        if rank not in cache:
+            cache[rank] = _emit_rank(plan, p, gpu, rank, fwd, bwd, weights)
+        return cache[rank]
+
+    return Built(key=key, artifacts=artifacts, trace_for_rank=trace_for_rank, ranks=n)
+
+
+scenario = Scenario(
+    id="straggler", version=1, title="Straggler rank in an all-reduce",
+    signature="A long NCCL all-reduce on every rank but one; that rank computes ~1.5x slower",
+    Params=Params, build=build,
+    observations=("straggler_rank", "straggler_compute_ms", "peer_compute_ms", "wait_ms", "comm_ms", "allreduce_ms",
+                  "sm_clock_mhz"),
+    seed_headlines={"step_ms": 610, "allreduce_ms": 215, "straggler_compute_ms": 590, "peer_compute_ms": 395,
+                    "wait_ms": 195, "comm_ms": 20, "straggler_rank": 3, "expected_step_ms": 415, "speedup": 1.47},
+    reader_checks={"step_ms": "step_ms", "max_rank_compute_ms": "straggler_compute_ms",
+                   "median_rank_compute_ms": "peer_compute_ms", "rank0_nccl_ms_per_step": "allreduce_ms",
+                   "straggler_rank": "straggler_rank"},
+)
