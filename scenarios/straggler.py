@@ -74,7 +74,6 @@ Versions: 1, first model.
 
 from __future__ import annotations
 
-import contextvars
 import statistics
 from dataclasses import dataclass
 from typing import Literal
@@ -105,9 +104,6 @@ MODEST_BUSBW_GBPS = 150.0  # the seed's "even at a modest 150 GB/s"
 THROTTLE_TEMP_C = (87, 91)  # SW thermal slowdown engages in the high 80s on H100/A100 SXM
 SW_THERMAL_BIT = 0x20  # DCGM_FI_DEV_CLOCKS_EVENT_REASONS: SW_THERMAL
 
-_drawing = contextvars.ContextVar("straggler_drawing", default=False)
-
-
 class Params(ScenarioParams):
     gpu: Literal["H100", "H200", "A100"] = param("H100", unit="GPU model", choices=["H100", "H200", "A100"])
     world_size: int = param(8, unit="ranks (GPUs in one NVLink domain)", ge=4, le=8, choices=[4, 8])
@@ -130,30 +126,20 @@ class Params(ScenarioParams):
     op_overhead_us: float = param(25.0, unit="µs of framework CPU time per op", ge=5.0, le=60.0, draw=(15.0, 35.0))
     steps: int = param(4, unit="training steps in the trace", ge=3, le=2000)
 
-    @model_validator(mode="before")
     @classmethod
-    def _fit_drawn_rank(cls, data):
+    def adjust_draw(cls, values: dict) -> dict:
         # A seeded draw picks the rank among 1..7 independently of the world; fold it into
         # 1..world-1. An explicit override outside the world is an error (below).
-        if _drawing.get() and isinstance(data, dict):
-            world, rank = int(data.get("world_size", 8)), int(data.get("straggler_rank", 3))
-            if rank >= world:
-                data = {**data, "straggler_rank": 1 + (rank - 1) % (world - 1)}
-        return data
+        world, rank = int(values["world_size"]), int(values["straggler_rank"])
+        if rank >= world:
+            values["straggler_rank"] = 1 + (rank - 1) % (world - 1)
+        return values
 
     @model_validator(mode="after")
     def _rank_in_world(self):
         if self.straggler_rank >= self.world_size:
             raise ValueError(f"straggler_rank {self.straggler_rank} must be below world_size {self.world_size}")
         return self
-
-    @classmethod
-    def draw(cls, rng: np.random.Generator) -> "Params":
-        token = _drawing.set(True)
-        try:
-            return super().draw(rng)
-        finally:
-            _drawing.reset(token)
 
     @classmethod
     def canonical(cls) -> "Params":
