@@ -271,19 +271,22 @@ def distributed_info(rank: int, world: int, backend: str = "nccl") -> dict:
 
 def new_builder(rng: np.random.Generator, gpu: physics.Gpu, rank: int = 0, world: int = 1,
                 visible_gpus: int | None = None) -> tuple[TraceBuilder, int, int]:
-    """A builder with the top-level keys set; returns (builder, host pid, trace start ns).
-
-    The start is a seeded moment some weeks into the quarter, so ts values look like
-    real relative Kineto timestamps (~4e12 µs) and differ per seed.
-    """
+    """A builder with the top-level keys set; returns (builder, host pid, trace start ns)."""
     top = {"deviceProperties": device_properties(gpu, visible_gpus or 1)}
     if world > 1:
         top["distributedInfo"] = distributed_info(rank, world)
     top.update({"cupti_version": 24, "cuda_runtime_version": 12040, "cuda_driver_version": 12040,
                 "record_shapes": 1})
-    start_ns = int(rng.integers(20, 80)) * 86_400 * 10**9 + int(rng.integers(0, 86_400 * 10**6)) * 1000
+    start_ns = trace_start_ns(rng)
     host_pid = int(rng.integers(100_000, 3_000_000))
     return TraceBuilder(BASE_TIME_NS, top), host_pid, start_ns
+
+
+def trace_start_ns(rng: np.random.Generator) -> int:
+    """A seeded moment some weeks into the quarter (relative to BASE_TIME_NS), so ts values
+    look like real relative Kineto timestamps (~2-7e12 µs); multi-rank scenarios draw one
+    and share it, since all ranks share a clock."""
+    return int(rng.integers(20, 80)) * 86_400 * 10**9 + int(rng.integers(0, 86_400 * 10**6)) * 1000
 
 
 def gpu_clock_report(gpu: physics.Gpu, count: int, rng: np.random.Generator,

@@ -83,7 +83,7 @@ from pydantic import model_validator
 
 from app import physics, training, workload
 from app.scenario import (Built, InstanceError, Scenario, ScenarioParams, gpu_clock_report, make_key, new_builder,
-                          obs, param)
+                          obs, param, trace_start_ns)
 from app.trace.builder import Trace
 from app.trace.emit import cpu_span, launch_phase, memcpy
 
@@ -225,8 +225,7 @@ def _plan(p: Params, gpu: physics.Gpu, rng: np.random.Generator, n_fwd: int, n_b
           ratio_fwd: float, ratio_bwd: float) -> _Plan:
     world, steps, s = p.world_size, p.steps, p.straggler_rank
     emit_seed = int(rng.integers(0, 2**62))
-    # A seeded moment some weeks into the quarter, as new_builder picks it, shared by all ranks.
-    t0 = int(rng.integers(20, 80)) * 86_400 * 10**9 + int(rng.integers(0, 86_400 * 10**6)) * 1000
+    t0 = trace_start_ns(rng)  # one clock for all ranks
     first_step = int(rng.integers(3, 40))
     nccl_stream = int(rng.choice([40, 52, 84]))
     # Per-rank compute spread. Rank 0 is the typical healthy rank whose trace the team reads:
