@@ -24,23 +24,20 @@ CASES = [(s, seed) for s in IDS for seed in SEEDS]
 
 
 @functools.lru_cache(maxsize=None)
-def instance(sid: str, seed):
-    return scenarios.get(sid).instance(seed)
+def key(sid: str, seed) -> dict:
+    """Keys are small and several tests read them: keep every one."""
+    return scenarios.get(sid).instance(seed).key
 
 
-@functools.lru_cache(maxsize=None)
-def exported(sid: str, seed) -> tuple[str, ...]:
-    inst = instance(sid, seed)
-    return tuple(kineto.dumps(inst.trace(r), inst.trace_name(r)) for r in range(inst.ranks))
-
-
-@functools.lru_cache(maxsize=None)
-def docs(sid: str, seed) -> tuple[dict, ...]:
-    return tuple(json.loads(text) for text in exported(sid, seed))
+def docs(sid: str, seed) -> list[dict]:
+    """Every rank's export, parsed. Not cached: 126 parsed traces would hold gigabytes,
+    so each case is read back once, by test_trace_reads_back."""
+    inst = scenarios.get(sid).instance(seed)
+    return [json.loads(kineto.dumps(inst.trace(r), inst.trace_name(r))) for r in range(inst.ranks)]
 
 
 def obs(sid, seed, oid):
-    return observation(instance(sid, seed).key, oid)
+    return observation(key(sid, seed), oid)
 
 
 def close(a: float, b: float, rel: float) -> bool:
@@ -50,16 +47,24 @@ def close(a: float, b: float, rel: float) -> bool:
 # -- the export is valid Kineto ---------------------------------------------------
 
 @pytest.mark.parametrize("sid,seed", CASES)
-def test_export_is_valid_kineto(sid, seed):
-    for rank, doc in enumerate(docs(sid, seed)):
+def test_trace_reads_back(sid, seed):
+    """The export is valid Kineto, physically drawable, and an independent read matches the key."""
+    ds = docs(sid, seed)
+    check_valid_kineto(sid, seed, ds)
+    check_no_overlap_or_negative_slices(ds)
+    check_reader_agrees_with_key(sid, seed, ds)
+
+
+def check_valid_kineto(sid, seed, ds):
+    ranks = len(ds)
+    for rank, doc in enumerate(ds):
         assert doc["schemaVersion"] == 1
         assert isinstance(doc["baseTimeNanoseconds"], int)
         props = doc["deviceProperties"]
         assert props and {"id", "name", "totalGlobalMem", "numSms", "computeMajor"} <= set(props[0])
-        inst = instance(sid, seed)
-        if inst.ranks > 1 or "distributedInfo" in doc:
+        if ranks > 1 or "distributedInfo" in doc:
             info = doc["distributedInfo"]
-            assert info["rank"] == rank and info["world_size"] >= inst.ranks and info["backend"] == "nccl"
+            assert info["rank"] == rank and info["world_size"] >= ranks and info["backend"] == "nccl"
         ev = doc["traceEvents"]
         xs = [e for e in ev if e["ph"] == "X"]
         for e in xs:
@@ -69,7 +74,7 @@ def test_export_is_valid_kineto(sid, seed):
         names = {m[0] for m in meta}
         assert {"process_name", "process_labels", "thread_name"} <= names
         launches = {e["args"]["correlation"]: e for e in xs
-                    if e["cat"] == "cuda_runtime" and "correlation" in e.get("args", {})}
+                    if e["cat"] in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
         kernels = [e for e in xs if e["cat"] == "kernel"]
         assert kernels
         for k in kernels:
@@ -91,10 +96,9 @@ def test_export_is_valid_kineto(sid, seed):
         assert len(steps) >= 3, "at least three ProfilerStep# on the main thread"
 
 
-@pytest.mark.parametrize("sid,seed", CASES)
-def test_no_overlap_or_negative_slices(sid, seed):
+def check_no_overlap_or_negative_slices(ds):
     """One stream runs one thing at a time; CPU slices on a thread nest, never cross."""
-    for doc in docs(sid, seed):
+    for doc in ds:
         rows: dict[tuple, list] = {}
         for e in doc["traceEvents"]:
             if e["ph"] == "X" and isinstance(e["pid"], int):
@@ -114,13 +118,9 @@ def test_no_overlap_or_negative_slices(sid, seed):
                     stack.append(e)
 
 
-# -- an independent read agrees with the key ------------------------------------
-
-@pytest.mark.parametrize("sid,seed", CASES)
-def test_reader_agrees_with_key(sid, seed):
+def check_reader_agrees_with_key(sid, seed, ds):
     scn = scenarios.get(sid)
     assert scn.reader_checks, f"{sid} declares no reader checks"
-    ds = docs(sid, seed)
     measured = kineto_reader.measure_ranks(list(ds)) if len(ds) > 1 else kineto_reader.measure(ds[0])
     if len(ds) > 1:
         measured = {**measured["ranks"][0], **measured}
@@ -133,25 +133,25 @@ def test_reader_agrees_with_key(sid, seed):
 
 @pytest.mark.parametrize("sid,seed", CASES)
 def test_key_arithmetic_closes(sid, seed):
-    key = instance(sid, seed).key
-    ids = {o["id"]: o["value"] for o in key["observations"]}
+    k = key(sid, seed)
+    ids = {o["id"]: o["value"] for o in k["observations"]}
     for oid in COMMON_OBSERVATIONS + scenarios.get(sid).observations:
         assert oid in ids, f"key lacks {oid}"
-    exp = key["expected"]
+    exp = k["expected"]
     assert close(exp["speedup"], exp["before_ms"] / exp["after_ms"], 0.005)
     assert close(ids["speedup"], ids["step_ms"] / ids["expected_step_ms"], 0.01) or sid == "prefill"
     if "gpu_busy_ms" in ids and "gpu_idle_ms" in ids:
         assert close(ids["gpu_busy_ms"] + ids["gpu_idle_ms"], ids["step_ms"], 0.01)
     if "mfu_pct" in ids and "expected_mfu_pct" in ids:
         assert close(ids["expected_mfu_pct"] / ids["mfu_pct"], ids["speedup"], 0.02)
-    gpu = physics.GPUS[key["params"]["gpu"]] if "gpu" in key["params"] else None
+    gpu = physics.GPUS[k["params"]["gpu"]] if "gpu" in k["params"] else None
     if "ridge_point" in ids and gpu:
         assert close(ids["ridge_point"], gpu.bf16_tflops / gpu.mem_tbps, 0.01)
     if {"gemm_m", "gemm_n", "gemm_k", "arithmetic_intensity"} <= set(ids):
-        m, n, k = ids["gemm_m"], ids["gemm_n"], ids["gemm_k"]
-        assert close(ids["arithmetic_intensity"], physics.gemm_flops(m, n, k) / physics.gemm_bytes(m, n, k), 0.01)
+        gm, gn, gk = ids["gemm_m"], ids["gemm_n"], ids["gemm_k"]
+        assert close(ids["arithmetic_intensity"], physics.gemm_flops(gm, gn, gk) / physics.gemm_bytes(gm, gn, gk), 0.01)
     if {"busbw_gbps", "grad_gb", "allreduce_ms"} <= set(ids):
-        world = key["params"]["world_size"]
+        world = k["params"]["world_size"]
         assert close(ids["busbw_gbps"], 2 * (world - 1) / world * ids["grad_gb"] / (ids["allreduce_ms"] / 1e3), 0.01)
     if {"kernels_per_step", "mean_kernel_us", "gpu_busy_ms"} <= set(ids):
         assert close(ids["kernels_per_step"] * ids["mean_kernel_us"] / 1e3, ids["gpu_busy_ms"], 0.02)
@@ -159,16 +159,16 @@ def test_key_arithmetic_closes(sid, seed):
         assert close(ids["straggler_compute_ms"] - ids["peer_compute_ms"], ids["wait_ms"], 0.03)
     if {"wait_ms", "comm_ms", "allreduce_ms"} <= set(ids):
         assert close(ids["wait_ms"] + ids["comm_ms"], ids["allreduce_ms"], 0.03)
-    for text in (key["model_answer"], key["brief"]):
+    for text in (k["model_answer"], k["brief"]):
         assert text and "{" not in text, "model answer and brief are filled with this instance's numbers"
-    assert key["traps"] and all(t["why_wrong"] for t in key["traps"])
-    assert key["decisive_measurement"]
+    assert k["traps"] and all(t["why_wrong"] for t in k["traps"])
+    assert k["decisive_measurement"]
 
 
 @pytest.mark.parametrize("sid,seed", CASES)
 def test_numbers_stay_physical(sid, seed):
-    key = instance(sid, seed).key
-    ids = {o["id"]: o["value"] for o in key["observations"]}
+    k = key(sid, seed)
+    ids = {o["id"]: o["value"] for o in k["observations"]}
     for oid, v in ids.items():
         if isinstance(v, (int, float)):
             assert v >= 0, f"{oid} is negative"
@@ -177,8 +177,8 @@ def test_numbers_stay_physical(sid, seed):
     for oid in ("mfu_pct", "expected_mfu_pct"):
         if oid in ids:
             assert 0 < ids[oid] < 100
-    if "busbw_gbps" in ids and "gpu" in key["params"]:
-        assert ids["busbw_gbps"] < physics.GPUS[key["params"]["gpu"]].link_peak_gbps
+    if "busbw_gbps" in ids and "gpu" in k["params"]:
+        assert ids["busbw_gbps"] < physics.GPUS[k["params"]["gpu"]].link_peak_gbps
     assert ids["expected_step_ms"] > 0 and ids["speedup"] > 1
 
 
@@ -208,7 +208,7 @@ def test_same_seed_same_bytes(sid):
 def test_seeds_change_the_numbers_not_the_pathology(sid):
     steps = {obs(sid, s, "step_ms") for s in range(20)}
     assert len(steps) >= 18, "seeds give their own step times (two may meet at the key's rounding)"
-    decisive = {instance(sid, s).key["decisive_measurement"] for s in SEEDS}
+    decisive = {key(sid, s)["decisive_measurement"] for s in SEEDS}
     assert len(decisive) == 1, "the pathology (and what settles it) is the same on every seed"
 
 
@@ -218,6 +218,5 @@ def test_trace_scales_with_params(sid):
     scn = scenarios.get(sid)
     unit = next(n for n in ("steps", "tokens", "iterations") if n in scn.Params.model_fields)
     base = scn.instance(0)
-    lo = scn.Params.model_fields[unit].metadata
     more = scn.instance(0, {unit: str(getattr(base.params, unit) * 2)})
     assert len(more.trace(0)) > 1.8 * len(base.trace(0))
