@@ -1,0 +1,882 @@
+"""Case 6: the healthy trace, a skinny GEMM the timeline cannot see into.
+
+The pathology: grad accumulation at micro-batch 1 (one packed 256-token sequence per
+micro-step) collapses the M dimension of every GEMM to 256. The GPU is wall-to-wall busy,
+the CPU runs ahead, the gradient reduce-scatter hides behind compute, and yet MFU is low:
+the dominant GEMMs (M=256, N=K=hidden=4096) sit below the H100 ridge point (228 FLOP/B
+against 295), stream their weight matrix at 82% of HBM bandwidth and keep the tensor pipe
+24% busy. Nothing on the timeline is wrong; the loss is inside the kernels, where Nsight
+Systems and torch.profiler cannot look.
+
+What a strong read notices: the discipline passes (clean micro-step period; ~3% gaps, a
+~1 ms hole at the step boundary plus sub-µs slivers between ~10,000 kernels; NCCL
+overlapped with compute; launches tens of ms ahead of the GPU, cudaLaunchKernel blocking on
+a full queue); the top kernel family is one cuBLAS config at ~31% of compute-kernel time;
+the timeline has hit its resolution limit (the staff point), so the next instrument is
+Nsight Compute; the shape arithmetic 2MNK / 2(MK+KN+MN) puts the GEMM below the ridge; no
+kernel tuning fixes a shape (the kernel is bandwidth-saturated, and even with zero re-fetch
+AI x bandwidth caps it under the peak); raising M (micro-batch 4, accumulation / 4, same
+global batch) makes it compute-bound. Traps: "the profiler or the MFU math is wrong", "tune
+the kernel", "NCCL is busy 76% of the time".
+
+"Family" is the kernel configuration, the name without its layout suffix:
+`ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x4` runs the forward (tn), data-grad
+(nn) and weight-grad (nt) GEMMs of the four square projections (q, k, v, o); nsys lists
+three rows differing only in the suffix, ~10% each, and a reader sums them. The "kindred"
+GEMMs are the other skinny ones (MLP gate/up/down, LM head) under three other cuBLAS
+configs (128x128 stages 64x3 for wide outputs, 128x128 stages 32x5 for the ffn-deep
+reductions, 128x256 for the MLP weight grads); each config is smaller than the family,
+together ~52%. The single longest row in nsys is the overlapped NCCL reduce-scatter.
+
+Physics (per micro-step of T = seq tokens, micro-batch 1, per GPU):
+- Model: Llama-style decoder, MHA with separate q/k/v/o projections (HF eager), gated MLP
+  with ffn = 8/3 x hidden rounded to 256 (11008 at 4096), vocab 32000, eager RMSNorm,
+  RoPE, SiLU and adds (PyTorch's vectorized elementwise kernels), FlashAttention 2.
+  Layers = (params - embeddings) / (4h^2 + 3h x ffn + 2h); hidden follows the size
+  (4096 to 14B, 5120 to 22B, 6144 above) except canonical, which keeps the seed's 4096.
+- Skinny GEMM DRAM traffic (all configs have 128-row tiles): the weight-sized operand
+  crosses DRAM once per 128-row M-tile (for the weight grad the token dim is the
+  reduction and the dW partials cross once per 128-token slice), the activation strip
+  `act_refetch` times per 64 N-tiles (L2 misses as the CTA columns sweep it), the other
+  activation once. Duration = traffic / (dram_frac x HBM bandwidth), so Nsight Compute's
+  DRAM% is dram_frac and its tensor % is 2MNK / duration / dense peak. Canonical: 98.6 MB
+  moved for the 37.7 MB minimum (2.61x), 35.9 µs, DRAM 82%, tensor 24%, 239 TFLOP/s.
+- After the fix (T x 4, per T-token equivalent): a GEMM of that shape is compute-bound,
+  time = max(2MNK / (peak x large_gemm_eff), 1.2 x minimum bytes / (dram_frac x bandwidth))
+  (598 TFLOP/s at M=1024, 2.5x the M=256 microbench); an elementwise kernel costs a 1.8 µs
+  ramp plus bytes / (0.8 x bandwidth), attention a 4 µs ramp plus FLOPs over 55% of peak
+  scaled by occupancy (64 CTAs at seq 256, batch 1, on 132 SMs), so both gain by
+  amortizing ramps; the per-kernel gaps and the step-boundary hole are paid once per
+  micro-step and amortize 4x.
+- Gradients: ZeRO-2 partitioning (DeepSpeed stage 2 with overlap_comm) reduce-scatters
+  every micro-step, since each rank keeps only its partition (DeepSpeed issue #2252), in
+  `bucket_melem`-element buckets launched from the autograd thread when a bucket fills,
+  on its own stream; each rank moves (N-1)/N x 2 B/param at rs_busbw_frac of the ring's
+  busbw. The compute stream never waits on it inside the accumulation window; the
+  optimizer step and the parameter all-gather at the boundary are outside the profiled
+  window (steps <= grad_accum).
+- MFU = 6 x params x tokens / (step x peak); expected MFU = MFU x speedup.
+
+Canonical deviations from the seed (the model wins; the key states the computed numbers):
+- The seed's 13B does not fit its own 210 ms. The top family is 31% of 210 ms = 65 ms; at
+  the seed's own ncu read (24% of 989 TFLOP/s) each 8.6 GFLOP M=256, N=K=4096 GEMM takes
+  ~36 µs, so the micro-step runs ~1,800 of them: 12 per layer (q, k, v, o x three
+  layouts) means ~150 layers of width 4096, a ~30B model (148 layers, 30.2B here). A 13B
+  model of this shape runs the micro-step in ~90 ms.
+- MFU is ~22%, not 33%: when 83% of GPU time is skinny GEMMs at 24% of peak, 33% is out of
+  reach (and the seed's own 13B at 210 ms would be 9.6%).
+- Kindred share ~52%, not ~30%: a Llama MLP has twice the q/k/v/o weights and streams them
+  the same way; the non-GEMM remainder at 256 tokens is ~16%, not ~39%.
+- After the fix ~102 ms per 256-token equivalent, 2.05x, MFU 22% -> 46% (the seed: 145 ms,
+  1.45x, 33 -> 48%). The seed's own shares do not give 145 ms (61% of the step at 2.3x is
+  137.6 ms); crediting only the GEMMs the model gives ~117 ms, and the ramps and gaps a 4x
+  micro-step amortizes take it to ~102 ms.
+- The seed shows a bucketed all-reduce; DDP with no_sync communicates only at the
+  accumulation boundary, and an all-reduce of 30B bf16 gradients every micro-step
+  (2 x 7/8 x 60 GB at ~330 GB/s = ~320 ms) cannot hide in a 210 ms micro-step, so the comm
+  is ZeRO-2's per-micro-step reduce-scatter (half the bytes, ~160 ms, 97% overlapped).
+- Only H100: on H200 (4.8 TB/s) the memory-bound micro-step shrinks 1.4x while NVLink does
+  not, and on A100 NVLink 3 (230 GB/s) falls behind as well, so at micro-batch 1 the
+  per-micro-step reduce-scatter would outrun the micro-step and stop hiding (a second
+  pathology). A100's ridge (153 FLOP/B) also forces M <= 128, where the weight streams
+  through a single 128-row tile and the kernel already reaches ~47% of peak.
+- Memory is not modeled: 30B of bf16 weights plus ZeRO-2 state do not fit in 80 GB
+  without offloading the optimizer state; the trace shows what the timeline shows.
+
+Versions: 1, first model.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+from pydantic import model_validator
+
+from app import physics, training, workload
+from app.scenario import Built, Scenario, ScenarioParams, gpu_clock_report, make_key, new_builder, obs, param
+from app.trace import intervals
+from app.trace.builder import Kind, KernelInfo, TraceBuilder
+from app.trace.emit import Launched, cpu_span, memcpy
+from app.trace.schedule import LAUNCH_QUEUE_DEPTH, in_order, launch_and_run
+
+VOCAB = 32_000  # Llama 2 tokenizer
+MAX_AI_OF_RIDGE = 0.95  # the skinny shape must sit at least 5% below the ridge to be memory-bound
+ASSUMED_GEMM_EFF = 0.70  # no skinny kernel beats this share of the tensor peak (compute cap)
+EW_BW_FRAC = 0.80  # PyTorch's vectorized elementwise kernels on 1-30 MB tensors, past the ramp
+ATTN_EFF = 0.55  # FlashAttention 2 at full occupancy (share of dense peak)
+RAMP_US = 1.8  # fixed launch ramp and tail of a small kernel
+ATTN_RAMP_US = 4.0
+LARGE_OVERFETCH = 1.2  # DRAM traffic over the minimum for the sm90 large-tile kernel
+FAMILY = "ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x4_"
+WIDE = "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_"
+DEEP = "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_32x5_"
+WGRAD = "ampere_bf16_s16816gemm_bf16_128x256_ldg8_f2f_stages_64x3_"
+CONFIG = {  # kernel config -> (tile_m, tile_n, threads, shared memory bytes)
+    FAMILY: (128, 64, 128, 98_304),
+    WIDE: (128, 128, 256, 98_304),
+    DEEP: (128, 128, 256, 81_920),
+    WGRAD: (128, 256, 256, 147_456),
+}
+NCCL_RS = "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+EV = "autograd::engine::evaluate_function: "
+SEQ_CHOICES = [128, 160, 192, 224, 256, 288, 320, 384, 448, 512]  # packed lengths; the validator keeps AI < ridge
+SEQ_DRAW = [192, 224, 256, 288, 320]  # what seeds draw from (those below the ridge at the drawn width)
+HIDDEN_BANDS = ((14.0, 4096), (22.0, 5120), (99.0, 6144))  # model size (B) -> hidden, Llama-like depth
+
+
+def _ffn(h: int) -> int:
+    """Llama's SwiGLU width: 8/3 h rounded up to a multiple of 256 (11008 at 4096, 13824 at 5120)."""
+    return 256 * math.ceil(8 * h / 3 / 256)
+
+
+def _layers(params_b: float, h: int) -> int:
+    per = 4 * h * h + 3 * h * _ffn(h) + 2 * h
+    return int(round((params_b * 1e9 - 2 * VOCAB * h) / per))
+
+
+def _param_count(layers: int, h: int) -> float:
+    return layers * (4 * h * h + 3 * h * _ffn(h) + 2 * h) + 2 * VOCAB * h + h
+
+
+def _ai(m: int, n: int, k: int) -> float:
+    return physics.gemm_flops(m, n, k) / physics.gemm_bytes(m, n, k)
+
+
+class Params(ScenarioParams):
+    gpu: Literal["H100"] = param("H100", unit="GPU model (H100 only: see the module docstring)", choices=["H100"])
+    world_size: int = param(8, unit="ranks (GPUs, one NVLink domain)", ge=2, le=8, draw=(4, 8))
+    model_params_b: float = param(30.3, unit="billion parameters (layers follow from it and hidden)", ge=5.0,
+                                  le=40.0, draw=(7.0, 30.0))
+    hidden: int = param(4096, unit="model width h (N = K of the q/k/v/o GEMMs)", choices=[4096, 5120, 6144])
+    seq: int = param(256, unit="tokens per micro-step (micro-batch 1 x packed sequence) = GEMM M", ge=64,
+                     le=512, choices=SEQ_CHOICES)
+    grad_accum: int = param(512, unit="micro-steps per optimizer step", ge=8, le=4096, draw=(256, 1024))
+    dram_frac: float = param(0.82, unit="fraction of HBM bandwidth the skinny GEMMs reach (ncu DRAM%)", ge=0.5,
+                             le=0.95, draw=(0.78, 0.86))
+    act_refetch: float = param(14.0, unit="DRAM re-fetches of the activation operand per 64 N-tiles",
+                               ge=1.0, le=40.0, draw=(11.0, 17.0))
+    large_gemm_eff: float = param(0.605, unit="fraction of dense bf16 peak a compute-bound GEMM reaches at M x 4",
+                                  ge=0.3, le=0.85, draw=(0.56, 0.68))
+    bucket_melem: float = param(500.0, unit="million gradient elements per reduce-scatter bucket", ge=25.0,
+                                le=2000.0, draw=(200.0, 500.0))
+    rs_busbw_frac: float = param(0.9, unit="fraction of the ring's achievable busbw the reduce-scatter reaches",
+                                 ge=0.3, le=1.0, draw=(0.8, 0.95))
+    op_overhead_us: float = param(8.0, unit="µs of framework CPU time per op before its launch", ge=2.0, le=60.0,
+                                  draw=(6.0, 11.0))
+    kernel_gap_us: float = param(0.42, unit="µs the stream idles between back-to-back kernels", ge=0.2, le=5.0,
+                                 draw=(0.35, 0.6))
+    host_prologue_ms: float = param(2.0, unit="ms of CPU work at a micro-step's start before the first launch",
+                                    ge=0.2, le=20.0, draw=(1.2, 2.6))
+    steps: int = param(3, unit="micro-steps (ProfilerStep#) in the trace", ge=3, le=2000)
+
+    @classmethod
+    def canonical(cls) -> "Params":
+        """The seed's case 6: 8xH100, M=256, N=K=4096, 210 ms micro-steps, 97% busy, top family 31%."""
+        return cls()
+
+    @classmethod
+    def adjust_draw(cls, values: dict) -> dict:
+        """Seeds: the width follows the model size, and a drawn sequence length that would not keep
+        the GEMM clearly below the ridge is folded onto one that does."""
+        values["hidden"] = next(h for top, h in HIDDEN_BANDS if values["model_params_b"] <= top)
+        ridge = physics.ridge_point(physics.GPUS[values["gpu"]])
+        ok = [s for s in SEQ_DRAW if _ai(s, values["hidden"], values["hidden"]) <= MAX_AI_OF_RIDGE * ridge]
+        if values["seq"] not in ok:
+            values["seq"] = ok[SEQ_CHOICES.index(values["seq"]) % len(ok)]
+        return values
+
+    @model_validator(mode="after")
+    def _memory_bound_and_sane(self) -> "Params":
+        gpu = physics.GPUS[self.gpu]
+        ai = _ai(self.seq, self.hidden, self.hidden)
+        if ai > MAX_AI_OF_RIDGE * gpu.ridge_flop_per_byte:
+            limit = max((s for s in range(64, 513, 32) if _ai(s, self.hidden, self.hidden)
+                         <= MAX_AI_OF_RIDGE * gpu.ridge_flop_per_byte), default=64)
+            raise ValueError(f"seq {self.seq} at hidden {self.hidden} gives arithmetic intensity {ai:.0f} FLOP/B, "
+                             f"not clearly below {gpu.key}'s ridge ({MAX_AI_OF_RIDGE:.0%} of "
+                             f"{gpu.ridge_flop_per_byte:.0f}): this case needs a memory-bound GEMM (seq <= {limit})")
+        layers = _layers(self.model_params_b, self.hidden)
+        if not 8 <= layers <= 200:
+            raise ValueError(f"{self.model_params_b:g}B at hidden {self.hidden} gives {layers} layers; "
+                             f"choose a size that gives 8 to 200")
+        if self.steps > self.grad_accum:
+            raise ValueError(f"steps {self.steps} exceeds grad_accum {self.grad_accum}: the profiled micro-steps "
+                             f"lie inside one accumulation window")
+        return self
+
+
+# -- the physics of one kernel ----------------------------------------------------
+
+def _skinny_bytes(t: int, k_in: int, n_out: int, layout: str, tile_m: int, tile_n: int, refetch: float) -> float:
+    """DRAM bytes of a skinny GEMM: the weight-sized operand once per M-tile (token slice), the
+    activation strip `refetch` times per 64 N-tiles (L2 misses as the CTA columns sweep it), the
+    other activation once."""
+    w = k_in * n_out
+    if layout == "nn":  # dX[T, K] = dY[T, N] W^T: the strip is dY, swept across K columns
+        a, c, cols = t * n_out, t * k_in, k_in
+    else:  # forward tn, weight grad nt: the strip is X, swept across N columns
+        a, c, cols = t * k_in, t * n_out, n_out
+    return 2.0 * (w * math.ceil(t / tile_m) + a * refetch * (cols / tile_n) / 64 + c)
+
+
+def _gemm_shape(t: int, k_in: int, n_out: int, layout: str) -> tuple[int, int, int]:
+    """(M, N, K) as cuBLAS sees it: forward T x N_out over K_in, data grad T x K_in over N_out,
+    weight grad K_in x N_out over the T tokens."""
+    return {"tn": (t, n_out, k_in), "nn": (t, k_in, n_out), "nt": (k_in, n_out, t)}[layout]
+
+
+class _Kernel:
+    """One kernel of the micro-step recipe: its spec for the trace, its class and its times."""
+
+    __slots__ = ("spec", "cls", "base_ns", "after_ns", "dram_bytes", "param_elems")
+
+    def __init__(self, spec, cls, base_ns, after_ns, dram_bytes=0.0, param_elems=0):
+        self.spec, self.cls, self.base_ns, self.after_ns = spec, cls, base_ns, after_ns
+        self.dram_bytes, self.param_elems = dram_bytes, param_elems
+
+
+class _Recipe:
+    """The kernels of one micro-step (forward on the main thread, backward on the autograd
+    thread) with their physics durations now (T tokens) and after the fix (4T tokens)."""
+
+    def __init__(self, p: Params, gpu: physics.Gpu):
+        self.p, self.gpu = p, gpu
+        self.h, self.f = p.hidden, _ffn(p.hidden)
+        self.layers = _layers(p.model_params_b, p.hidden)
+        self.t = p.seq
+        self.bw = gpu.mem_tbps * 1e12
+        self.peak = gpu.bf16_tflops * 1e12
+        self.fwd: list[_Kernel] = []
+        self.bwd: list[_Kernel] = []
+        self._build()
+
+    # durations, ns
+    def _gemm_ns(self, t, k_in, n_out, layout, cfg, after=False):
+        m, n, k = _gemm_shape(t, k_in, n_out, layout)
+        flops = physics.gemm_flops(m, n, k)
+        if after:
+            return max(flops / (self.peak * self.p.large_gemm_eff),
+                       LARGE_OVERFETCH * physics.gemm_bytes(m, n, k) / (self.bw * self.p.dram_frac)) * 1e9, 0.0
+        traffic = _skinny_bytes(t, k_in, n_out, layout, CONFIG[cfg][0], CONFIG[cfg][1], self.p.act_refetch)
+        return max(traffic / (self.bw * self.p.dram_frac), flops / (self.peak * ASSUMED_GEMM_EFF)) * 1e9, traffic
+
+    def _ew_ns(self, nbytes, frac=EW_BW_FRAC):
+        return (RAMP_US * 1e-6 + nbytes / (self.bw * frac)) * 1e9
+
+    def _attn_ns(self, flops, batch):
+        heads = max(1, self.h // 128)
+        ctas = math.ceil(self.t / 128) * batch * heads
+        eff = ATTN_EFF * min(1.0, ctas / self.gpu.num_sms)
+        return (ATTN_RAMP_US * 1e-6 + flops / (self.peak * eff)) * 1e9
+
+    def _config(self, weight: str, layout: str) -> str:
+        """cuBLAS's pick for each skinny GEMM, as its heuristics land on these shapes: the square
+        h x h projections get the 128x64 kernel in all three layouts; the MLP and LM-head GEMMs split
+        by what is wide: a wide output (N = ffn or vocab) 128x128, a deep reduction (K = ffn) the
+        32x5-stage 128x128, and their token-reduction weight grads the 128x256."""
+        if weight in ("q", "k", "v", "o"):
+            return FAMILY
+        if layout == "nt":
+            return WGRAD
+        wide_out = (layout == "tn" and weight in ("gate", "up", "head")) or (layout == "nn" and weight == "down")
+        return WIDE if wide_out else DEEP
+
+    def _gemm(self, op, k_in, n_out, layout, weight):
+        t = self.t
+        cfg = self._config(weight, layout)
+        m, n, k = _gemm_shape(t, k_in, n_out, layout)
+        tile_m, tile_n, threads, smem = CONFIG[cfg]
+        info = KernelInfo(grid=(max(1, -(-n // tile_n)), max(1, -(-m // tile_m)), 1), block=(threads, 1, 1),
+                          registers_per_thread=168 if cfg == FAMILY else 232, shared_memory=smem)
+        now, traffic = self._gemm_ns(t, k_in, n_out, layout, cfg)
+        after, _ = self._gemm_ns(4 * t, k_in, n_out, layout, cfg, after=True)
+        spec = workload.KernelSpec(op, cfg + layout, physics.gemm_flops(m, n, k), physics.gemm_bytes(m, n, k),
+                                   info, "gemm", (m, n, k))
+        grad = k_in * n_out if layout == "nt" else 0  # the weight grad lands with this kernel
+        return _Kernel(spec, "family" if cfg == FAMILY else "kindred", now, after / 4, traffic, grad)
+
+    def _ew(self, op, kernel, elems, bytes_per_elem, cls="other"):
+        blocks = max(1, min(65_535, elems // 1024))
+        spec = workload.KernelSpec(op, kernel, float(elems), float(elems * bytes_per_elem),
+                                   KernelInfo(grid=(blocks, 1, 1), block=(256, 1, 1), registers_per_thread=32), "ew")
+        return _Kernel(spec, cls, self._ew_ns(elems * bytes_per_elem), self._ew_ns(4 * elems * bytes_per_elem) / 4)
+
+    def _attn(self, op, kernel, flops, nbytes, bwd=False):
+        heads = max(1, self.h // 128)
+        info = KernelInfo(grid=(max(1, self.t // 128), 1, heads), block=(256 if bwd else 128, 1, 1),
+                          registers_per_thread=255, shared_memory=49_152 if not bwd else 98_304)
+        spec = workload.KernelSpec(op, kernel, flops, nbytes, info, "attn")
+        return _Kernel(spec, "other", self._attn_ns(flops, 1), self._attn_ns(4 * flops, 4) / 4)
+
+    def _build(self):
+        h, f, t = self.h, self.f, self.t
+        att_flops = 2.0 * t * t * h  # causal QK^T and PV
+        E = workload.ELEMENTWISE
+        ew = lambda op, key, elems, bpe: self._ew(op, E[key], elems, bpe)
+        g = self._gemm
+
+        def rms():  # HF LlamaRMSNorm in eager: fp32 pow, mean, rsqrt, scale, then the bf16 weight
+            return [ew("aten::pow", "pow", t * h, 8), ew("aten::mean", "mean", t * h, 4),
+                    ew("aten::rsqrt", "rsqrt", t, 8), ew("aten::mul", "mul_f32", t * h, 12),
+                    ew("aten::mul", "mul", t * h, 6)]
+
+        def rms_b():
+            return [ew(EV + "MulBackward0", "mul", t * h, 6), ew(EV + "MulBackward0", "mul_f32", t * h, 12),
+                    ew(EV + "RsqrtBackward0", "mul_f32", t, 12), ew(EV + "MeanBackward1", "mul_f32", t * h, 8),
+                    ew(EV + "PowBackward0", "mul_f32", t * h, 12), ew(EV + "ToCopyBackward0", "copy", t * h, 6)]
+
+        layer = rms()
+        layer += [g("aten::mm", h, h, "tn", "q") for _ in range(1)] + [g("aten::mm", h, h, "tn", "k"),
+                                                                        g("aten::mm", h, h, "tn", "v")]
+        layer += [ew("aten::mul", "mul", 2 * t * h, 6), ew("aten::neg", "neg", t * h, 4),
+                  ew("aten::cat", "cat", 2 * t * h, 4), ew("aten::add", "add", 2 * t * h, 6),
+                  self._attn("FlashAttnFunc", workload.FLASH["fwd"], att_flops, 8.0 * t * h),
+                  g("aten::mm", h, h, "tn", "o"), ew("aten::add", "add", t * h, 6)]
+        layer += rms()
+        layer += [g("aten::mm", h, f, "tn", "gate"), g("aten::mm", h, f, "tn", "up"),
+                  ew("aten::silu", "silu", t * f, 4), ew("aten::mul", "mul", t * f, 6),
+                  g("aten::mm", f, h, "tn", "down"), ew("aten::add", "add", t * h, 6)]
+        self.fwd = ([ew("aten::embedding", "embedding", t * h, 4)] + layer * self.layers + rms()
+                    + [g("aten::mm", h, VOCAB, "tn", "head"),
+                       ew("aten::_log_softmax", "softmax_xent", t * VOCAB, 8)])
+
+        mm = EV + "MmBackward0"
+        fb = EV + "FlashAttnFuncBackward"
+        layer = [ew(EV + "AddBackward0", "add", t * h, 6), g(mm, f, h, "nn", "down"), g(mm, f, h, "nt", "down"),
+                 ew(EV + "MulBackward0", "mul", t * f, 6), ew(EV + "MulBackward0", "mul", t * f, 6),
+                 ew(EV + "SiluBackward0", "silu", t * f, 6)]
+        for w in ("gate", "up"):
+            layer += [g(mm, h, f, "nn", w), g(mm, h, f, "nt", w)]
+        layer += [ew(EV + "AddBackward0", "add", t * h, 6)] + rms_b() + [ew(EV + "AddBackward0", "add", t * h, 6),
+                                                                          g(mm, h, h, "nn", "o"),
+                                                                          g(mm, h, h, "nt", "o")]
+        layer += [self._ew(fb, workload.FLASH["bwd_dot"], t * h, 6),
+                  self._attn(fb, workload.FLASH["bwd"], 2.5 * att_flops, 16.0 * t * h, bwd=True),
+                  self._ew(fb, workload.FLASH["bwd_convert"], t * h, 6),
+                  ew(EV + "MulBackward0", "mul", 2 * t * h, 6), ew(EV + "CatBackward0", "neg", t * h, 4),
+                  ew(EV + "AddBackward0", "add", 2 * t * h, 6)]
+        for w in ("q", "k", "v"):
+            layer += [g(mm, h, h, "nn", w), g(mm, h, h, "nt", w)]
+        layer += [ew(EV + "AddBackward0", "add", t * h, 6), ew(EV + "AddBackward0", "add", t * h, 6)] + rms_b()
+        self.bwd = ([ew(EV + "LogSoftmaxBackward0", "mul_f32", t * VOCAB, 12), g(mm, h, VOCAB, "nn", "head"),
+                     g(mm, h, VOCAB, "nt", "head")] + rms_b() + layer * self.layers
+                    + [ew(EV + "EmbeddingBackward0", "sum", t * h, 4)])
+        self.bwd[-1] = _Kernel(self.bwd[-1].spec, "other", self.bwd[-1].base_ns, self.bwd[-1].after_ns,
+                               param_elems=VOCAB * h)
+
+    def arrays(self, kernels):
+        return (np.array([k.base_ns for k in kernels]), np.array([k.after_ns for k in kernels]),
+                np.array([k.cls for k in kernels]))
+
+
+# -- emitting --------------------------------------------------------------------
+
+def _phase(b: TraceBuilder, *, pid: int, tid: int, stream: int, ops: np.ndarray, kernels: np.ndarray,
+           dur_ns: np.ndarray, cpu_t0: int, gpu_t0: int, overhead: np.ndarray, launch: np.ndarray,
+           gap: np.ndarray | int, free_after: np.ndarray | None = None) -> Launched:
+    """app.trace.emit.launch_phase, plus CPU time left free after chosen ops (`free_after`, ns):
+    the thread runs other work there (here, ZeRO-2's reduce-scatter launches) before its next op."""
+    overhead = np.asarray(overhead, np.int64)
+    launch = np.asarray(launch, np.int64)
+    epilogue = np.maximum(overhead // 8, 500)
+    cost = overhead + launch + epilogue + (0 if free_after is None else free_after)
+    op_start, launch_start, launch_dur, k_start = launch_and_run(
+        cpu_t0, cost, overhead, launch, dur_ns, gpu_t0, gap, 3_000, LAUNCH_QUEUE_DEPTH)
+    op_dur = (launch_start - op_start) + launch_dur + epilogue
+    n = len(kernels)
+    corr = b.correlation_ids(n)
+    ext = b.external_ids(n)
+    b.add(Kind.CPU, "cpu_op", ops, pid, tid, op_start, op_dur, ext=ext)
+    b.add(Kind.RUNTIME, "cuda_runtime", "cudaLaunchKernel", pid, tid, launch_start, launch_dur, ext=ext, corr=corr)
+    b.add(Kind.KERNEL, "kernel", kernels, 0, stream, k_start, dur_ns, ext=ext, corr=corr)
+    done = Launched(op_start, op_start + op_dur, k_start, k_start + dur_ns)
+    done.blocked = int((launch_dur > launch + 2_000).sum())  # launches that waited for a queue slot
+    return done
+
+
+COMM_CPU_NS = 115_000  # c10d::_reduce_scatter_base_ and what it nests, on the autograd thread
+
+
+def _reduce_scatter(b: TraceBuilder, *, pid: int, tid: int, stream: int, world: int, cpu_at: np.ndarray,
+                    gpu_ready: np.ndarray, elems: np.ndarray, dur_ns: np.ndarray, nccl_free: int) -> np.ndarray:
+    """One bucketed reduce-scatter per bucket, launched in the CPU window at `cpu_at`; the NCCL stream
+    waits on an event recorded when the bucket's last gradient landed. Returns kernel starts."""
+    n = len(cpu_at)
+    ranks = str(list(range(world)))
+    coll = [{"Collective name": "_reduce_scatter_base", "In msg nelems": int(e), "Out msg nelems": int(e) // world,
+             "Group size": world, "dtype": "BFloat16", "In split size": "[]", "Out split size": "[]",
+             "Process Group Name": "0", "Process Group Description": "default_pg", "Process Group Ranks": ranks}
+            for e in elems.tolist()]
+    b.add(Kind.CPU, "cpu_op", "c10d::_reduce_scatter_base_", pid, tid, cpu_at + 2_000, 110_000,
+          ext=b.external_ids(n))
+    b.add(Kind.CPU, "cpu_op", "record_param_comms", pid, tid, cpu_at + 7_000, 100_000, ext=b.external_ids(n),
+          extra=[{**c, "Global rank start": 0, "Global rank stride": 1} for c in coll])
+    b.add(Kind.CPU, "user_annotation", "nccl:_reduce_scatter_base", pid, tid, cpu_at + 20_000, 85_000,
+          ext=b.external_ids(n))
+    b.add(Kind.RUNTIME, "cuda_runtime", "cudaEventRecord", pid, tid, cpu_at + 25_000, 3_000,
+          ext=b.external_ids(n), corr=b.correlation_ids(n))
+    b.add(Kind.RUNTIME, "cuda_runtime", "cudaStreamWaitEvent", pid, tid, cpu_at + 31_000, 3_000,
+          ext=b.external_ids(n), corr=b.correlation_ids(n))
+    corr, ext = b.correlation_ids(n), b.external_ids(n)
+    b.add(Kind.RUNTIME, "cuda_runtime", "cudaLaunchKernel", pid, tid, cpu_at + 45_000, 9_000, ext=ext, corr=corr)
+    ready = np.maximum(cpu_at + 54_000 + 3_000, gpu_ready + 4_000)
+    start = in_order(ready, dur_ns, 2_000, nccl_free)
+    name = b.kernel(NCCL_RS, KernelInfo(grid=(24, 1, 1), block=(640, 1, 1), registers_per_thread=96,
+                                        shared_memory=87_568))
+    b.add(Kind.KERNEL, "kernel", np.full(n, name, np.int32), 0, stream, start, dur_ns, ext=ext, corr=corr,
+          extra=coll)
+    return start
+
+
+def _merged(starts: list[np.ndarray], ends: list[np.ndarray]):
+    s, e = intervals.union(np.concatenate(starts), np.concatenate(ends))
+    cum = np.concatenate([[0], np.cumsum(e - s)])
+    return s, e, cum
+
+
+def _biggest_gap(merged, lo: int, hi: int) -> tuple[int, int]:
+    """The longest idle stretch of [lo, hi) between the merged busy intervals."""
+    s, e, _ = merged
+    i, j = np.searchsorted(e, lo, side="right"), np.searchsorted(s, hi, side="left")
+    edges_s = np.r_[lo, np.clip(e[i:j], lo, hi)]
+    edges_e = np.r_[np.clip(s[i:j], lo, hi), hi]
+    g = int(np.argmax(edges_e - edges_s))
+    return int(edges_s[g]), int(edges_e[g])
+
+
+def _covered(merged, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """ns of each [lo, hi) covered by the merged disjoint intervals (vectorized)."""
+    s, e, cum = merged
+
+    def upto(x):  # covered length in (-inf, x)
+        i = np.searchsorted(s, x, side="right")  # intervals starting before x
+        full = cum[np.maximum(i - 1, 0)]
+        last = np.where(i > 0, np.minimum(x, e[np.maximum(i - 1, 0)]) - s[np.maximum(i - 1, 0)], 0)
+        return np.where(i > 0, full + np.maximum(last, 0), 0)
+
+    return upto(np.asarray(hi)) - upto(np.asarray(lo))
+
+
+# -- the instance ----------------------------------------------------------------------
+
+def build(p: Params, rng: np.random.Generator, seed) -> Built:
+    gpu = physics.GPUS[p.gpu]
+    rec = _Recipe(p, gpu)
+    n_ranks = p.world_size
+    n_params = _param_count(rec.layers, p.hidden)
+    base_f, after_f, cls_f = rec.arrays(rec.fwd)
+    base_b, after_b, cls_b = rec.arrays(rec.bwd)
+
+    # ZeRO-2 buckets: gradients land in backward order; a bucket closes with the kernel that fills it.
+    grad_pos = np.flatnonzero([k.param_elems > 0 for k in rec.bwd])
+    grad_elems = np.array([rec.bwd[i].param_elems for i in grad_pos], np.int64)
+    cap = int(p.bucket_melem * 1e6)
+    cum = np.cumsum(grad_elems)
+    bucket_of = (cum - 1) // cap
+    closes = np.flatnonzero(np.r_[bucket_of[1:] != bucket_of[:-1], True])
+    close_pos = grad_pos[closes]
+    bucket_elems = np.diff(np.r_[0, cum[closes]])
+    free_after = np.zeros(len(rec.bwd), np.int64)
+    free_after[close_pos] = COMM_CPU_NS
+    busbw = gpu.busbw_gbps * p.rs_busbw_frac
+    rs_ns = ((n_ranks - 1) / n_ranks * bucket_elems * physics.BF16_BYTES / (busbw * 1e9) * 1e9 + 25_000)
+
+    b, pid, t0 = new_builder(rng, gpu, rank=0, world=n_ranks, visible_gpus=n_ranks)
+    autograd_tid = pid + int(rng.integers(20, 60))
+    nccl_stream = int(rng.choice([20, 28, 36]))
+    topo = training.Topology(pid, pid, autograd_tid, 0, 7, nccl_stream=nccl_stream)
+    topo.name_rows(b, gpu.name, rank=0)
+    ops_f, ker_f = workload.intern(b, [k.spec for k in rec.fwd])
+    ops_b, ker_b = workload.intern(b, [k.spec for k in rec.bwd])
+
+    first_step = int(rng.integers(200, 5_000))
+    gap_ns = int(p.kernel_gap_us * 1e3)
+    now = t0
+    gpu_free = t0
+    nccl_free = t0
+    steps, comp_s, comp_e, nccl_s, nccl_e = [], [], [], [], []
+    sum_f = np.zeros(len(base_f))
+    sum_b = np.zeros(len(base_b))
+    lead, blocked = [], []
+    for i in range(p.steps):
+        s0 = now
+        dl_end = now + int(p.host_prologue_ms * 0.45e6)
+        cpu_span(b, "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", pid, pid, now + 40_000, dl_end)
+        h2d_bytes = p.seq * 8 * 2  # int64 input ids and labels
+        h2d_start = max(dl_end + 60_000, gpu_free + gap_ns)
+        h2d_ns = int(h2d_bytes / 20e9 * 1e9) + 2_000
+        memcpy(b, host_pid=pid, cpu_tid=pid, gpu_pid=0, stream=7, kind="HtoD_pinned", nbytes=h2d_bytes,
+               cpu_start_ns=dl_end + 20_000, api_ns=10_000, gpu_start_ns=h2d_start, gpu_dur_ns=h2d_ns,
+               op_name="aten::copy_")
+        launch_t0 = now + int(p.host_prologue_ms * 1e6)
+        f_ns = (base_f * rng.normal(1.0, 0.012, len(base_f)).clip(0.96, 1.04)).astype(np.int64)
+        b_ns = (base_b * rng.normal(1.0, 0.012, len(base_b)).clip(0.96, 1.04)).astype(np.int64)
+        sum_f += f_ns
+        sum_b += b_ns
+        oh, ln = training.op_overheads_ns(rng, len(f_ns), p.op_overhead_us)
+        gaps_f = rng.integers(int(gap_ns * 0.8), int(gap_ns * 1.2) + 1, len(f_ns))
+        f = _phase(b, pid=pid, tid=pid, stream=7, ops=ops_f, kernels=ker_f, dur_ns=f_ns, cpu_t0=launch_t0,
+                   gpu_t0=h2d_start + h2d_ns + gap_ns, overhead=oh, launch=ln, gap=gaps_f)
+        cpu_span(b, "DeepSpeedEngine.forward", pid, pid, launch_t0 - 2_000, f.cpu_end + 3_000)
+        oh, ln = training.op_overheads_ns(rng, len(b_ns), p.op_overhead_us)
+        gaps_b = rng.integers(int(gap_ns * 0.8), int(gap_ns * 1.2) + 1, len(b_ns))
+        bw = _phase(b, pid=pid, tid=autograd_tid, stream=7, ops=ops_b, kernels=ker_b, dur_ns=b_ns,
+                    cpu_t0=f.cpu_end + 30_000, gpu_t0=f.gpu_end + gap_ns, overhead=oh, launch=ln, gap=gaps_b,
+                    free_after=free_after)
+        bw_span_end = int(bw.op_end.max()) + COMM_CPU_NS + 20_000
+        cpu_span(b, "DeepSpeedEngine.backward", pid, pid, f.cpu_end + 10_000, bw_span_end)
+        rs_dur = (rs_ns * rng.normal(1.0, 0.01, len(rs_ns)).clip(0.97, 1.03)).astype(np.int64)
+        rs_start = _reduce_scatter(b, pid=pid, tid=autograd_tid, stream=nccl_stream, world=n_ranks,
+                                   cpu_at=bw.op_end[close_pos], gpu_ready=bw.kernel_end[close_pos],
+                                   elems=bucket_elems, dur_ns=rs_dur, nccl_free=nccl_free)
+        nccl_free = int(rs_start[-1] + rs_dur[-1])
+        item_t0 = bw_span_end + 10_000
+        t_end = training.sync_on_loss(b, topo, cpu_t0=item_t0, gpu_done=bw.gpu_end)
+        dtoh_start = max(bw.gpu_end + 2_000, item_t0 + 20_000)
+        cpu_span(b, f"ProfilerStep#{first_step + i}", pid, pid, s0, t_end)
+        comp_s += [np.array([h2d_start]), f.kernel_start, bw.kernel_start, np.array([dtoh_start])]
+        comp_e += [np.array([h2d_start + h2d_ns]), f.kernel_end, bw.kernel_end, np.array([dtoh_start + 1_600])]
+        nccl_s.append(rs_start)
+        nccl_e.append(rs_start + rs_dur)
+        # how far the CPU's launches run ahead of the kernels they launch
+        lead.append(float(np.median(np.r_[f.kernel_start - f.op_end, bw.kernel_start - bw.op_end])) / 1e6)
+        blocked.append((f.blocked + bw.blocked) / (len(f_ns) + len(b_ns)) * 100)
+        steps.append({"start": s0, "end": t_end})
+        gpu_free = dtoh_start + 1_600
+        now = t_end + 15_000
+    trace = b.build()
+    return _key_and_artifacts(p, gpu, rec, seed, trace, steps, comp_s, comp_e, nccl_s, nccl_e,
+                              sum_f / p.steps, sum_b / p.steps, after_f, after_b, base_f, base_b, cls_f, cls_b,
+                              bucket_elems, rs_ns, busbw, float(np.mean(lead)), float(np.mean(blocked)), n_params,
+                              rng)
+
+
+def _key_and_artifacts(p, gpu, rec, seed, trace, steps, comp_s, comp_e, nccl_s, nccl_e, mean_f, mean_b,
+                       after_f, after_b, base_f, base_b, cls_f, cls_b, bucket_elems, rs_ns, busbw, lead_ms,
+                       blocked_pct, n_params, rng) -> Built:
+    h, t, n_ranks = p.hidden, p.seq, p.world_size
+    peak = gpu.bf16_tflops * 1e12
+    bw = gpu.mem_tbps * 1e12
+    ridge = physics.ridge_point(gpu)
+
+    # -- the timeline, measured on the emitted arrays, per ProfilerStep window (start to start) --
+    starts = np.array([s["start"] for s in steps], np.int64)
+    lo, hi = starts[:-1], starts[1:]
+    step_ms = float(np.median((hi - lo) / 1e6))
+    comp = _merged(comp_s, comp_e)
+    busy = _covered(comp, lo, hi)
+    busy_pct = float(busy.sum() / (hi - lo).sum() * 100)
+    gaps_ms = float(((hi - lo - busy) / 1e6).mean())
+    biggest = [_biggest_gap(comp, a, z) for a, z in zip(lo.tolist(), hi.tolist())]
+    max_gap_ms = float(np.mean([(z - a) / 1e6 for a, z in biggest]))
+    # comm launched inside the measured windows; its tail runs under the next micro-step's forward
+    n_s, n_e = np.concatenate(nccl_s[:-1]), np.concatenate(nccl_e[:-1])
+    nccl_hidden_pct = float(_covered(comp, n_s, n_e).sum() / (n_e - n_s).sum() * 100)
+    nccl_ms = float(np.mean([(e - s).sum() for s, e in zip(nccl_s, nccl_e)]) / 1e6)
+    kernels_per_step = len(mean_f) + len(mean_b)
+
+    # -- kernel time by class, per micro-step, and what the fix does to each --
+    mean = np.r_[mean_f, mean_b]
+    ratio = np.r_[after_f / base_f, after_b / base_b]  # per-token time after the fix over now
+    cls = np.r_[cls_f, cls_b]
+    kern_ms = mean.sum() / 1e6
+    by = {c: float(mean[cls == c].sum() / 1e6) for c in ("family", "kindred", "other")}
+    after_by = {c: float((mean * ratio)[cls == c].sum() / 1e6) for c in by}
+    share = {c: by[c] / kern_ms * 100 for c in by}
+    copies_ms = step_ms - gaps_ms - kern_ms  # the input H2D and the loss DtoH on the compute stream
+    after_ms = sum(after_by.values()) + copies_ms + gaps_ms / 4
+    gemm_only_ms = step_ms - (by["family"] - after_by["family"]) - (by["kindred"] - after_by["kindred"])
+    speedup = step_ms / after_ms
+    r_fam = by["family"] / after_by["family"]
+    r_kin = by["kindred"] / after_by["kindred"]
+    r_oth = by["other"] / after_by["other"]
+
+    # -- the dominant GEMM: the family's forward instance, as Nsight Compute reads it --
+    fam_tn = np.array([i for i, kk in enumerate(rec.fwd) if kk.cls == "family"])
+    top = rec.fwd[int(fam_tn[0])]
+    m, n, k = top.spec.shape
+    dur_us = float(mean_f[fam_tn].mean() / 1e3)
+    flops = physics.gemm_flops(m, n, k)
+    min_bytes = physics.gemm_bytes(m, n, k)
+    ai = physics.arithmetic_intensity(flops, min_bytes)
+    dram_bytes = top.dram_bytes
+    dram_pct = dram_bytes / (dur_us * 1e-6) / bw * 100
+    tensor_pct = flops / (dur_us * 1e-6) / peak * 100
+    tflops_m = flops / (dur_us * 1e-6) / 1e12
+    m4 = 4 * m
+    ai4 = _ai(m4, n, k)
+    us_4m = rec._gemm_ns(m4, k, n, "tn", FAMILY, after=True)[0] / 1e3
+    tflops_4m = physics.gemm_flops(m4, n, k) / (us_4m * 1e-6) / 1e12
+    roof_m = physics.attainable_tflops(ai, gpu)  # what a zero-re-fetch kernel at 100% of HBM could reach
+
+    flops_step = physics.training_flops(n_params, t)
+    mfu = physics.mfu_pct(flops_step, step_ms, gpu)
+    mfu_after = physics.mfu_pct(flops_step, after_ms, gpu)
+    grad_gb = n_params * physics.BF16_BYTES / 1e9
+    rs_gb = (n_ranks - 1) / n_ranks * grad_gb
+    rs_busbw = rs_gb / (nccl_ms / 1e3)
+    ar_ms = physics.allreduce_ms(grad_gb * 1e9, n_ranks, busbw)
+
+    observations = [
+        obs("step_ms", "micro-step period (ProfilerStep to ProfilerStep)", step_ms, "ms"),
+        obs("expected_step_ms", f"micro-step per {t}-token equivalent after micro-batch 1 -> 4", after_ms, "ms"),
+        obs("speedup", "throughput gain", speedup, "x", 3),
+        obs("expected_step_gemm_only_ms", "the same, crediting only the GEMMs (the seed's method)", gemm_only_ms,
+            "ms"),
+        obs("gpu_busy_pct", "compute-stream busy share of the micro-step", busy_pct, "%", 1),
+        obs("gaps_ms", "compute-stream idle per micro-step", gaps_ms, "ms"),
+        obs("gap_pct", "idle share of the micro-step", gaps_ms / step_ms * 100, "%", 1),
+        obs("max_gap_ms", "largest single idle stretch per micro-step (the step boundary)", max_gap_ms, "ms", 3),
+        obs("kernels_per_step", "compute kernels per micro-step", kernels_per_step, "kernels", 0),
+        obs("launch_lead_ms", "how far launches run ahead of their kernels (median)", lead_ms, "ms"),
+        obs("blocked_launch_pct", "cudaLaunchKernel calls that waited for a launch-queue slot", blocked_pct, "%", 1),
+        obs("nccl_ms_per_step", "reduce-scatter kernel time per micro-step", nccl_ms, "ms"),
+        obs("nccl_kernels_per_step", "reduce-scatter buckets per micro-step", len(bucket_elems), "kernels", 0),
+        obs("nccl_hidden_pct", "reduce-scatter time overlapped by compute kernels", nccl_hidden_pct, "%", 1),
+        obs("busbw_gbps", "achieved reduce-scatter bus bandwidth", rs_busbw, "GB/s", 1),
+        obs("top_kernel_share_pct", f"{FAMILY.rstrip('_')} (tn/nn/nt) share of compute kernel time",
+            share["family"], "%", 1),
+        obs("kindred_share_pct", "the other skinny GEMMs (MLP, LM head)", share["kindred"], "%", 1),
+        obs("other_share_pct", "attention, norms, RoPE, SiLU, adds", share["other"], "%", 1),
+        obs("gemm_m", "dominant GEMM M (micro-batch x seq)", m, "", 0),
+        obs("gemm_n", "dominant GEMM N", n, "", 0),
+        obs("gemm_k", "dominant GEMM K", k, "", 0),
+        obs("gemm_gflop", "2MNK", flops / 1e9, "GFLOP", 2),
+        obs("gemm_mb", "minimum bytes 2(MK+KN+MN)", min_bytes / 1e6, "MB", 1),
+        obs("gemm_dram_mb", "DRAM bytes the kernel actually moves", dram_bytes / 1e6, "MB", 1),
+        obs("overfetch", "DRAM bytes over the minimum", dram_bytes / min_bytes, "x", 2),
+        obs("gemm_us", "dominant GEMM duration", dur_us, "µs", 2),
+        obs("arithmetic_intensity", "2MNK / 2(MK+KN+MN)", ai, "FLOP/B", 1),
+        obs("ridge_point", f"{gpu.key} ridge: peak / HBM bandwidth", ridge, "FLOP/B", 1),
+        obs("dram_pct", "ncu DRAM throughput", dram_pct, "%", 1),
+        obs("tensor_pct", "ncu tensor pipe (achieved FLOP/s over peak)", tensor_pct, "%", 1),
+        obs("roofline_cap_tflops", "AI x bandwidth: the shape's own ceiling", roof_m, "TFLOP/s", 0),
+        obs("expected_ai", f"arithmetic intensity at M={m4}", ai4, "FLOP/B", 1),
+        obs("microbench_tflops_m", f"GEMM microbench at M={m}", tflops_m, "TFLOP/s", 0),
+        obs("microbench_tflops_4m", f"GEMM microbench at M={m4}", tflops_4m, "TFLOP/s", 0),
+        obs("microbench_ratio", "TFLOP/s ratio, M x 4 over M", tflops_4m / tflops_m, "x", 2),
+        obs("family_speedup", "top family, per token, after the fix", r_fam, "x", 2),
+        obs("kindred_speedup", "kindred GEMMs, per token, after the fix", r_kin, "x", 2),
+        obs("other_speedup", "other kernels, per token, after the fix (launch ramps amortized)", r_oth, "x", 2),
+        obs("model_params_b", "parameters", n_params / 1e9, "B", 2),
+        obs("layers", "decoder layers", rec.layers, "", 0),
+        obs("mfu_pct", "MFU: 6 x params x tokens / (step x peak)", mfu, "%", 1),
+        obs("expected_mfu_pct", "MFU after the fix", mfu_after, "%", 1),
+    ]
+    v = dict(step_ms=step_ms, after_ms=after_ms, speedup=speedup, busy_pct=busy_pct, gaps_ms=gaps_ms,
+             max_gap_ms=max_gap_ms, biggest=biggest, nccl_ms=nccl_ms, nccl_hidden_pct=nccl_hidden_pct,
+             buckets=len(bucket_elems), rs_busbw=rs_busbw, rs_gb=rs_gb, grad_gb=grad_gb, ar_ms=ar_ms, share=share,
+             by=by, after_by=after_by, r_fam=r_fam, r_kin=r_kin, r_oth=r_oth, m=m, n=n, k=k, m4=m4, flops=flops,
+             min_bytes=min_bytes, dram_bytes=dram_bytes, dur_us=dur_us, ai=ai, ai4=ai4, ridge=ridge,
+             dram_pct=dram_pct, tensor_pct=tensor_pct, tflops_m=tflops_m, tflops_4m=tflops_4m, us_4m=us_4m,
+             roof_m=roof_m, mfu=mfu, mfu_after=mfu_after, flops_step=flops_step, n_params=n_params,
+             lead_ms=lead_ms, blocked_pct=blocked_pct, kernels_per_step=kernels_per_step, gemm_only_ms=gemm_only_ms, copies_ms=copies_ms,
+             top=top, mean=mean, kern_ms=kern_ms, bucket_elems=bucket_elems)
+    return _write_key(p, gpu, rec, seed, trace, steps, observations, v, rng, mean_f, mean_b)
+
+
+def _write_key(p, gpu, rec, seed, trace, steps, observations, v, rng, mean_f, mean_b) -> Built:
+    t, h, n_ranks = p.seq, p.hidden, p.world_size
+    step, after, sp = v["step_ms"], v["after_ms"], v["speedup"]
+    fam = FAMILY.rstrip("_")
+    sh, by, ab = v["share"], v["by"], v["after_by"]
+    params_b = v["n_params"] / 1e9
+    gbatch = n_ranks * t * p.grad_accum
+    bw_tbps = gpu.mem_tbps
+    tflop_step = v["flops_step"] / 1e12
+    achieved = v["flops_step"] / (step / 1e3) / 1e12
+    brief = (f"{n_ranks}x {gpu.key} ({gpu.interconnect}), {params_b:.0f}B-parameter dense decoder ({rec.layers} "
+             f"layers, hidden {h}), full fine-tune in BF16 with ZeRO-2 and gradient accumulation: micro-batch 1 x "
+             f"{t} tokens per micro-step (after a packing change), {p.grad_accum} micro-steps per optimizer step. "
+             f"The trace looks clean, but MFU is {v['mfu']:.0f}% and the team wants to know where the rest went. "
+             f"Here is rank 0's trace, one ProfilerStep per micro-step. Walk me through it.")
+    queue = (f" and {v['blocked_pct']:.0f}% of cudaLaunchKernel calls wait for a full launch queue"
+             if v["blocked_pct"] >= 1 else "")
+    discipline = {
+        "step_boundary": (f"ProfilerStep# annotations give clean {step:.0f} ms micro-steps; the CPU is ahead "
+                          f"(launches run a median {v['lead_ms']:.1f} ms before their kernels{queue}), so the "
+                          f"period is the GPU's."),
+        "gaps": (f"{v['gaps_ms']:.1f} ms idle per micro-step ({v['gaps_ms'] / step * 100:.0f}%): a "
+                 f"{v['max_gap_ms']:.1f} ms hole at the step boundary (loss.item() and the next batch) and "
+                 f"~{p.kernel_gap_us:.1f} µs slivers between {v['kernels_per_step']:,} kernels; the compute "
+                 f"stream is {v['busy_pct']:.0f}% busy. Nothing to collect."),
+        "overlap": (f"{v['buckets']} bucketed {NCCL_RS.split('(')[0]} kernels per micro-step "
+                    f"({v['nccl_ms']:.0f} ms) run on their own stream under backward and the next forward: "
+                    f"{v['nccl_hidden_pct']:.0f}% overlapped with compute, never waited on. Comm is hidden."),
+        "longest_kernel": (f"Top family: {fam} in its tn/nn/nt layouts (forward, data grad, weight grad of q/k/v/o), "
+                           f"{sh['family']:.0f}% of GPU time; the kindred skinny GEMMs (MLP, LM head) another "
+                           f"{sh['kindred']:.0f}%. Shape M={v['m']}, N={v['n']}, K={v['k']}. The timeline is healthy: "
+                           f"the loss is inside the kernels, which a timeline cannot see; hand off to Nsight Compute."),
+    }
+    root_cause = (f"Micro-batch 1 x {t} tokens makes every GEMM skinny (M={v['m']}): 2MNK / 2(MK+KN+MN) = "
+                  f"{v['ai']:.0f} FLOP/B, below {gpu.key}'s ridge of {v['ridge']:.0f}, so the dominant GEMMs are "
+                  f"memory-bound by shape: they stream the {v['n']}x{v['k']} weight at {v['dram_pct']:.0f}% of HBM "
+                  f"bandwidth while the tensor pipe is {v['tensor_pct']:.0f}% busy. The GPU is busy; it is busy "
+                  f"being slow.")
+    traps = [{
+        "id": "profiler_or_mfu_math",
+        "claim": (f"{v['mfu']:.0f}% MFU with a {v['busy_pct']:.0f}%-busy timeline means the profiler's overhead is "
+                  f"distorting things, or the MFU math is wrong."),
+        "why_wrong": (f"MFU = 6 x {params_b:.1f}e9 params x {t} tokens = {tflop_step:.1f} TFLOP per micro-step over "
+                      f"{step:.0f} ms = {achieved:.0f} TFLOP/s of {gpu.bf16_tflops:.0f} = {v['mfu']:.1f}%; FLOPs and "
+                      f"wall time are both verified, and the profiler-off step time matches (the CPU runs "
+                      f"{v['lead_ms']:.0f} ms ahead, so host-side profiler overhead never reaches the GPU). The GPU "
+                      f"spends {v['busy_pct']:.0f}% of the time in kernels that deliver {v['mfu']:.0f}% of peak: the "
+                      f"question moves from when to how fast."),
+    }, {
+        "id": "tune_the_kernel",
+        "claim": "Tune the GEMM: autotune tiles, raise occupancy, try another cuBLAS algorithm or a custom kernel.",
+        "why_wrong": (f"The kernel already moves {v['dram_pct']:.0f}% of HBM bandwidth, so occupancy cannot buy "
+                      f"more bytes per second. A perfect tile with no re-fetch still moves {v['min_bytes'] / 1e6:.1f} MB "
+                      f"for {v['flops'] / 1e9:.1f} GFLOP: AI {v['ai']:.0f} x {bw_tbps} TB/s = {v['roof_m']:.0f} "
+                      f"TFLOP/s, below the {gpu.bf16_tflops:.0f} peak; the shape sets the roof. At M={v['m4']} the "
+                      f"same library reaches {v['tflops_4m']:.0f} TFLOP/s (AI {v['ai4']:.0f}, past the ridge). No "
+                      f"tuning fixes a shape."),
+    }, {
+        "id": "nccl_is_the_bottleneck",
+        "claim": (f"The NCCL stream is busy {v['nccl_ms'] / step * 100:.0f}% of the time: communication is the "
+                  f"bottleneck."),
+        "why_wrong": (f"{v['nccl_hidden_pct']:.0f}% of the reduce-scatter time overlaps compute kernels and the "
+                      f"compute stream never waits for it: its idle is {v['gaps_ms']:.1f} ms per micro-step, "
+                      f"{v['gaps_ms'] / step * 100:.0f}%. {v['rs_gb']:.1f} GB per micro-step at "
+                      f"{v['rs_busbw']:.0f} GB/s busbw is healthy for {gpu.interconnect}. Removing comm would save "
+                      f"about nothing."),
+    }]
+    confirmation = (f"ncu --set full -k regex:s16816gemm_bf16_128x64 -c 3 on the top family: DRAM Throughput "
+                    f"{v['dram_pct']:.0f}%, tensor pipe {v['tensor_pct']:.0f}%, {v['dur_us']:.1f} µs for "
+                    f"{v['flops'] / 1e9:.1f} GFLOP; it moves {v['dram_bytes'] / 1e6:.1f} MB against a "
+                    f"{v['min_bytes'] / 1e6:.1f} MB minimum. Memory-bound. One-line experiment: torch.matmul "
+                    f"microbench at N=K={v['n']}: {v['tflops_m']:.0f} TFLOP/s at M={v['m']}, {v['tflops_4m']:.0f} at "
+                    f"M={v['m4']}, {v['tflops_4m'] / v['tflops_m']:.1f}x.")
+    fix = (f"Raise M: micro-batch 1 -> 4 (grad accumulation {p.grad_accum} -> {p.grad_accum // 4}, the same "
+           f"{gbatch:,}-token global batch), or repack to seq {4 * t}. The dominant GEMMs run at M={v['m4']}: AI "
+           f"{v['ai4']:.0f} FLOP/B, past the ridge, compute-bound. Memory permitting: activation memory grows 4x, "
+           f"offset by fewer accumulation steps. Verify end to end; attention scales differently with sequence "
+           f"length if you repack instead.")
+    saved = {c: by[c] - ab[c] for c in by}
+    expected = {
+        "before_ms": round(step, 2), "after_ms": round(after, 2), "speedup": round(step / after, 3),
+        "unit": f"ms per micro-step of {t} tokens (after: per {t}-token equivalent of the 4x micro-step)",
+        "arithmetic": (f"top family {by['family']:.0f} ms at {v['r_fam']:.2f}x per token -> {ab['family']:.0f} ms; "
+                       f"kindred GEMMs {by['kindred']:.0f} ms at {v['r_kin']:.2f}x -> {ab['kindred']:.0f} ms; other "
+                       f"kernels {by['other']:.0f} ms -> {ab['other']:.0f} ms (launch ramps over 4x the data); gaps "
+                       f"{v['gaps_ms']:.1f} -> {v['gaps_ms'] / 4:.1f} ms (paid once per micro-step): {step:.0f} - "
+                       f"{sum(saved.values()) + 0.75 * v['gaps_ms']:.0f} = {after:.0f} ms, {step / after:.2f}x; "
+                       f"crediting only the GEMMs, {v['gemm_only_ms']:.0f} ms. MFU {v['mfu']:.1f}% x "
+                       f"{step / after:.2f} = {v['mfu_after']:.1f}%."),
+    }
+    model_answer = (
+        f"I run the same read and the trace passes: {v['gaps_ms'] / step * 100:.0f}% gaps, comm hidden, launches "
+        f"{v['lead_ms']:.0f} ms ahead of the GPU. That's a finding: at {v['mfu']:.0f}% MFU with a wall-to-wall "
+        f"timeline, the loss is inside the kernels, and a timeline can't see inside a kernel, so I switch "
+        f"instruments. Nsight Compute on the dominant GEMM, {sh['family']:.0f}% of GPU time: "
+        f"{v['dram_pct']:.0f}% DRAM throughput, {v['tensor_pct']:.0f}% tensor pipe, memory-bound. The shape explains "
+        f"it: M={v['m']} from micro-batch 1, arithmetic intensity ~{v['ai']:.0f} FLOP/byte against {gpu.key}'s "
+        f"ridge of ~{v['ridge']:.0f}, below the ridge by construction. No amount of kernel tuning fixes a shape. "
+        f"Raise the micro-batch to 4, M becomes {v['m4']}, intensity ~{v['ai4']:.0f}, the GEMMs go compute-bound; "
+        f"with the kindred MLP GEMMs and the per-micro-step overheads amortized I'd expect ~{after:.0f} ms per "
+        f"{t}-token equivalent, {step / after:.1f}x, MFU {v['mfu']:.0f} to ~{v['mfu_after']:.0f}%. The meta-point: "
+        f"know when your profiler has run out of resolution and hand off to the next tool.")
+    first, second = steps[0], steps[1]
+    g0 = v["biggest"][0]
+    key = make_key(scenario, p, seed, brief=brief, observations=observations, discipline=discipline,
+                   root_cause=root_cause, traps=traps, decisive_measurement="ncu", confirmation=confirmation, fix=fix,
+                   expected=expected, model_answer=model_answer,
+                   marks={"step": {"start_us": first["start"] / 1e3, "end_us": second["start"] / 1e3},
+                          "gap": {"start_us": g0[0] / 1e3, "end_us": g0[1] / 1e3}})
+
+    top = v["top"]
+    info = top.spec.info
+    sm_ghz = gpu.max_sm_clock_mhz / 1e3
+    ncu = {
+        "kernel": top.spec.kernel, "grid": list(info.grid), "block": list(info.block),
+        "header": (f"{top.spec.kernel} ({info.grid[0]}, {info.grid[1]}, {info.grid[2]})x({info.block[0]}, "
+                   f"{info.block[1]}, {info.block[2]}), Context 1, Stream 7, Device 0, CC "
+                   f"{gpu.compute_major}.{gpu.compute_minor}"),
+        "shape": {"M": v["m"], "N": v["n"], "K": v["k"]}, "flops": v["flops"], "min_bytes": v["min_bytes"],
+        "dram_bytes": round(v["dram_bytes"]), "traffic_model": {
+            "weight_passes": math.ceil(v["m"] / CONFIG[FAMILY][0]), "tile": [CONFIG[FAMILY][0], CONFIG[FAMILY][1]],
+            "activation_refetch": p.act_refetch, "overfetch": round(v["dram_bytes"] / v["min_bytes"], 3)},
+        "duration_us": round(v["dur_us"], 2), "dram_frequency_ghz": round(gpu.mem_clock_mhz / 1e3, 2),
+        "sm_frequency_ghz": sm_ghz, "elapsed_cycles": int(v["dur_us"] * 1e3 * sm_ghz),
+        "memory_throughput_pct": round(v["dram_pct"], 2), "dram_throughput_pct": round(v["dram_pct"], 2),
+        "compute_sm_throughput_pct": round(v["tensor_pct"], 2), "tensor_pipe_pct": round(v["tensor_pct"], 2),
+        "arithmetic_intensity": round(v["ai"], 1), "achieved_intensity": round(v["flops"] / v["dram_bytes"], 1),
+        "ridge_point": round(v["ridge"], 1), "achieved_tflops": round(v["tflops_m"], 1),
+        "warps_per_sm": round(info.grid[0] * info.grid[1] * info.block[0] / 32 / gpu.num_sms, 2),
+        "rule": (f"This kernel is memory-bound: DRAM throughput {v['dram_pct']:.0f}% against "
+                 f"{v['tensor_pct']:.0f}% of the tensor pipe; its arithmetic intensity ({v['ai']:.0f} FLOP/B at "
+                 f"minimum traffic) is below the ridge ({v['ridge']:.0f})."),
+    }
+    microbench = {"m": v["m"], "n": v["n"], "k": v["k"], "us_at_m": round(v["dur_us"], 2),
+                  "tflops_at_m": round(v["tflops_m"], 1), "m4": v["m4"], "us_at_4m": round(v["us_4m"], 2),
+                  "tflops_at_4m": round(v["tflops_4m"], 1), "ratio": round(v["tflops_4m"] / v["tflops_m"], 2),
+                  "ai_at_m": round(v["ai"], 1), "ai_at_4m": round(v["ai4"], 1)}
+    names = [k.spec.kernel for k in rec.fwd] + [k.spec.kernel for k in rec.bwd]
+    totals: dict[str, list] = {}
+    for name, d in zip(names, v["mean"].tolist()):
+        row = totals.setdefault(name, [0.0, 0])
+        row[0] += d
+        row[1] += 1
+    totals[NCCL_RS] = [v["nccl_ms"] * 1e6, v["buckets"]]
+    all_ns = sum(r[0] for r in totals.values())
+    kern_sum = [{"time_pct": round(r[0] / all_ns * 100, 1), "total_ns": int(r[0] * p.steps),
+                 "instances": r[1] * p.steps, "avg_ns": round(r[0] / r[1], 1), "name": name}
+                for name, r in sorted(totals.items(), key=lambda kv: -kv[1][0])[:12]]
+    by_cfg: dict[str, float] = {}
+    layouts: dict[str, list] = {}
+    for name, r in totals.items():
+        if name != NCCL_RS:  # compute stream only: the reader's "GPU time"
+            cfg = name[:-3] if name.startswith("ampere_bf16") else name
+            by_cfg[cfg] = by_cfg.get(cfg, 0.0) + r[0]
+            layouts.setdefault(cfg, []).append(name[-2:] if cfg != name else "")
+    comp_ns = sum(by_cfg.values())
+    kern_by_config = [{"config": c, "layouts": "/".join(x for x in layouts[c] if x),
+                       "time_pct": round(ns / comp_ns * 100, 1), "ms_per_step": round(ns / 1e6, 2)}
+                      for c, ns in sorted(by_cfg.items(), key=lambda kv: -kv[1])[:8]]
+    specs = [k.spec for k in rec.fwd] + [k.spec for k in rec.bwd]
+    artifacts = {
+        "gpus": gpu_clock_report(gpu, n_ranks, rng),
+        "gpu": {"key": gpu.key, "peak_tflops": gpu.bf16_tflops, "mem_tbps": gpu.mem_tbps,
+                "ridge_flop_per_byte": round(v["ridge"], 1), "count": n_ranks},
+        "kernels": workload.kernel_table(specs, np.r_[mean_f, mean_b].astype(np.int64), top=8),
+        "steps": [{"start_us": s["start"] / 1e3, "end_us": s["end"] / 1e3} for s in steps],
+        "ncu": ncu,
+        "model": {"params": v["n_params"], "layers": rec.layers, "hidden": h, "ffn": rec.f, "vocab": VOCAB,
+                  "tokens_per_microstep": t, "grad_accum": p.grad_accum, "global_batch_tokens": gbatch},
+        "comm": {"collective": "reduce_scatter", "buckets_per_step": v["buckets"],
+                 "bucket_elems": v["bucket_elems"].tolist(), "bytes_per_gpu_per_step": v["rs_gb"] * 1e9,
+                 "busbw_gbps": round(v["rs_busbw"], 1), "hidden_pct": round(v["nccl_hidden_pct"], 1),
+                 "allreduce_ms_if_ddp": round(v["ar_ms"], 1)},
+        "time_by_class_ms": {c: round(by[c], 2) for c in by},
+        "after_by_class_ms": {c: round(ab[c], 2) for c in ab},
+        "experiments": {
+            "ncu": ncu,
+            "gemm_microbench": microbench,
+            "nsys_kern_sum": kern_sum,
+            "nsys_kern_sum_by_config": kern_by_config,
+            "nsys_api_sum": {"cudaLaunchKernel_per_step": v["kernels_per_step"] + v["buckets"],
+                             "launch_lead_ms": round(v["lead_ms"], 2),
+                             "blocked_launch_pct": round(v["blocked_pct"], 1)},
+            "nvidia_smi": {"utilization_pct": 100, "sm_clock_mhz": gpu.max_sm_clock_mhz,
+                           "throttle_reasons": []},
+        },
+    }
+    return Built(key=key, artifacts=artifacts, trace_for_rank=lambda rank: trace, ranks=1)
+
+
+scenario = Scenario(
+    id="skinny-gemm", version=1, title="The healthy trace: a skinny GEMM the timeline cannot see into",
+    signature="Wall-to-wall GPU, comm hidden, CPU ahead; the top GEMM family is memory-bound at M=256",
+    Params=Params, build=build,
+    observations=("gpu_busy_pct", "top_kernel_share_pct", "gemm_m", "arithmetic_intensity", "ridge_point",
+                  "mfu_pct", "expected_mfu_pct"),
+    seed_headlines={"step_ms": 210, "gpu_busy_pct": 97, "gap_pct": 3, "top_kernel_share_pct": 31, "gemm_m": 256,
+                    "gemm_n": 4096, "gemm_k": 4096, "gemm_gflop": 8.6, "gemm_mb": 37.7,
+                    "arithmetic_intensity": 228, "ridge_point": 295, "dram_pct": 82, "tensor_pct": 24,
+                    "expected_ai": 683, "microbench_ratio": 2.5},
+    reader_checks={"step_ms": "step_ms", "busy_pct": "gpu_busy_pct", "compute_idle_ms": "gaps_ms",
+                   "max_gap_ms": "max_gap_ms"},
+)
