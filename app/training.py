@@ -162,3 +162,29 @@ def model_shape(params: float) -> dict:
     hidden = int(128 * round((params / (12 * layers)) ** 0.5 / 128))
     ffn = int(256 * round(3.5 * hidden / 256))
     return {"layers": layers, "hidden": hidden, "ffn": ffn, "kv_hidden": hidden // 4}
+
+
+LLAMA3_VOCAB = 128_256  # Llama 3 tokenizer
+
+
+def llm_step_specs(arch: str, params: float, tokens: int, vocab: int = LLAMA3_VOCAB):
+    """One training step's kernels for a Llama-style model: (shape, forward, backward).
+
+    Forward: embedding, the layers, the LM head GEMM and the log-softmax of the loss;
+    backward mirrors it with the head's data- and weight-gradient GEMMs. One packed
+    sequence per GPU, attention over at most 8K tokens.
+    """
+    shape = model_shape(params)
+    t, h = tokens, shape["hidden"]
+    seq = min(t, 8192)
+    layer_f = workload.transformer_layer(arch, t, seq, h, shape["ffn"], shape["kv_hidden"])
+    layer_b = workload.transformer_layer(arch, t, seq, h, shape["ffn"], shape["kv_hidden"], backward=True)
+    ev = "autograd::engine::evaluate_function: "
+    fwd = [workload._ew("aten::embedding", "embedding", t * h, 1, 1)] + layer_f * shape["layers"] + [
+        workload._gemm(arch, "aten::mm", t, vocab, h),
+        workload._ew("aten::_log_softmax", "softmax_xent", t * vocab, 1, 1, 4)]
+    bwd = [workload._ew(ev + "LogSoftmaxBackward0", "mul_f32", t * vocab, 2, 1, 4),
+           workload._gemm(arch, ev + "MmBackward0", t, h, vocab, "nn"),
+           workload._gemm(arch, ev + "MmBackward0", vocab, h, t, "nt")] \
+        + layer_b * shape["layers"] + [workload._ew(ev + "EmbeddingBackward0", "sum", t * h, 1, 1)]
+    return shape, fwd, bwd

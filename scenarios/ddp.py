@@ -39,7 +39,6 @@ from app.scenario import Built, Scenario, ScenarioParams, make_key, new_builder,
 from app.trace import intervals
 from app.trace.emit import cpu_span, memcpy
 
-VOCAB = 128_256  # Llama 3 tokenizer
 HIDE_FRACTION = 0.85  # share of bucketed comm that hides under backward (SM/HBM contention keeps the rest)
 
 
@@ -64,26 +63,6 @@ class Params(ScenarioParams):
         return cls()
 
 
-def _specs(p: Params, gpu: physics.Gpu):
-    shape = training.model_shape(p.model_params_b * 1e9)
-    t = p.tokens_per_gpu
-    seq = min(t, 8192)
-    layer_f = workload.transformer_layer(gpu.arch, t, seq, shape["hidden"], shape["ffn"], shape["kv_hidden"])
-    layer_b = workload.transformer_layer(gpu.arch, t, seq, shape["hidden"], shape["ffn"], shape["kv_hidden"],
-                                         backward=True)
-    h = shape["hidden"]
-    emb = workload._ew("aten::embedding", "embedding", t * h, 1, 1)
-    head = workload._gemm(gpu.arch, "aten::mm", t, VOCAB, h)
-    xent = workload._ew("aten::_log_softmax", "softmax_xent", t * VOCAB, 1, 1, 4)
-    fwd = [emb] + layer_f * shape["layers"] + [head, xent]
-    ev = "autograd::engine::evaluate_function: "
-    head_b = [workload._gemm(gpu.arch, ev + "MmBackward0", t, h, VOCAB, "nn"),
-              workload._gemm(gpu.arch, ev + "MmBackward0", VOCAB, h, t, "nt")]
-    bwd = [workload._ew(ev + "LogSoftmaxBackward0", "mul_f32", t * VOCAB, 2, 1, 4)] + head_b \
-        + layer_b * shape["layers"] + [workload._ew(ev + "EmbeddingBackward0", "sum", t * h, 1, 1)]
-    return shape, fwd, bwd
-
-
 def build(p: Params, rng: np.random.Generator, seed) -> Built:
     gpu = physics.GPUS[p.gpu]
     n_params = p.model_params_b * 1e9
@@ -93,7 +72,7 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
     grad_bytes = n_params * physics.BF16_BYTES
     busbw = gpu.busbw_gbps * p.allreduce_busbw_frac
     ar_ms = physics.allreduce_ms(grad_bytes, p.world_size, busbw)
-    shape, fwd, bwd = _specs(p, gpu)
+    shape, fwd, bwd = training.llm_step_specs(gpu.arch, p.model_params_b * 1e9, p.tokens_per_gpu)
     w_f = workload.roofline_weights_us(fwd, gpu)
     w_b = workload.roofline_weights_us(bwd, gpu)
 

@@ -87,7 +87,6 @@ from app.scenario import (Built, InstanceError, Scenario, ScenarioParams, gpu_cl
 from app.trace.builder import Trace
 from app.trace.emit import cpu_span, launch_phase, memcpy
 
-VOCAB = 128_256  # Llama 3 tokenizer
 GPU_GAP_NS = 1_200  # idle between back-to-back kernels on one stream (dispatch), as training.forward_backward
 LAUNCH_LATENCY_NS = 3_000  # launch_phase's default: a kernel is ready 3 µs after its launch call returns
 CPU_LEAD_MARGIN_NS = 25_000  # how far the first launch of a phase runs ahead of the GPU
@@ -145,25 +144,6 @@ class Params(ScenarioParams):
     def canonical(cls) -> "Params":
         """The seed's case 4: 8xH100, 13B model, rank 3 throttled; 610 ms steps, 215 ms all-reduce on rank 0."""
         return cls()
-
-
-def _specs(p: Params, gpu: physics.Gpu):
-    """One step's forward and backward kernels (Llama-style layers, LM head, loss)."""
-    shape = training.model_shape(p.model_params_b * 1e9)
-    t = p.tokens_per_gpu
-    seq = min(t, 8192)
-    h = shape["hidden"]
-    layer_f = workload.transformer_layer(gpu.arch, t, seq, h, shape["ffn"], shape["kv_hidden"])
-    layer_b = workload.transformer_layer(gpu.arch, t, seq, h, shape["ffn"], shape["kv_hidden"], backward=True)
-    ev = "autograd::engine::evaluate_function: "
-    fwd = [workload._ew("aten::embedding", "embedding", t * h, 1, 1)] + layer_f * shape["layers"] + [
-        workload._gemm(gpu.arch, "aten::mm", t, VOCAB, h),
-        workload._ew("aten::_log_softmax", "softmax_xent", t * VOCAB, 1, 1, 4)]
-    bwd = [workload._ew(ev + "LogSoftmaxBackward0", "mul_f32", t * VOCAB, 2, 1, 4),
-           workload._gemm(gpu.arch, ev + "MmBackward0", t, h, VOCAB, "nn"),
-           workload._gemm(gpu.arch, ev + "MmBackward0", VOCAB, h, t, "nt")] \
-        + layer_b * shape["layers"] + [workload._ew(ev + "EmbeddingBackward0", "sum", t * h, 1, 1)]
-    return shape, fwd, bwd
 
 
 def _spread_ns(weights: np.ndarray, total_ns: int, rng: np.random.Generator, jitter: float = 0.03,
@@ -354,7 +334,7 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
     n, s = p.world_size, p.straggler_rank
     clock_ratio = p.throttle_clock_frac
     clock_mhz = int(round(gpu.max_sm_clock_mhz * clock_ratio))
-    shape, fwd, bwd = _specs(p, gpu)
+    shape, fwd, bwd = training.llm_step_specs(gpu.arch, p.model_params_b * 1e9, p.tokens_per_gpu)
     w1_f, w1_b = workload.roofline_weights_us(fwd, gpu), workload.roofline_weights_us(bwd, gpu)
     wc_f = workload.roofline_weights_us(fwd, gpu, clock_ratio)
     wc_b = workload.roofline_weights_us(bwd, gpu, clock_ratio)
