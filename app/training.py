@@ -30,7 +30,7 @@ class Topology:
     nccl_stream: int = 0  # 0: no NCCL stream
     copy_stream: int = 0
 
-    def name_rows(self, b: TraceBuilder, gpu_name: str, rank: int | None = None, workers: list[int] = ()) -> None:
+    def name_rows(self, b: TraceBuilder, workers: list[int] = ()) -> None:
         """Metadata as Kineto writes it: the GPU "process" carries the host process's name and
         the label "GPU N", sorted after the host (16777216 + device); threads sort by tid."""
         proc = "python3.11"

@@ -396,7 +396,7 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
     b, pid, t0 = new_builder(rng, gpu, rank=0, world=p.world_size, visible_gpus=p.world_size)
     worker_tids = [pid + 211 + 7 * i for i in range(W)]
     topo = training.Topology(pid, pid, pid + 37, 0, 7, nccl_stream=int(rng.choice([40, 52, 84])), copy_stream=13)
-    topo.name_rows(b, gpu.name, rank=0, workers=worker_tids)
+    topo.name_rows(b, workers=worker_tids)
     f_ops, f_kern = workload.intern(b, fwd)
     b_ops, b_kern = workload.intern(b, bwd)
     o_ops, o_kern = workload.intern(b, opt_specs)

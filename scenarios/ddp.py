@@ -78,7 +78,7 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
 
     b, pid, t = new_builder(rng, gpu, rank=0, world=p.world_size, visible_gpus=p.world_size)
     topo = training.Topology(pid, pid, pid + 37, 0, 7, nccl_stream=int(rng.choice([40, 52, 84])))
-    topo.name_rows(b, gpu.name, rank=0)
+    topo.name_rows(b)
     first_step = int(rng.integers(3, 40))
     steps = []  # per step: cpu start, cpu end, AR window, compute-stream intervals
     gpu_free = t

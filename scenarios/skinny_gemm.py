@@ -487,7 +487,7 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
     autograd_tid = pid + int(rng.integers(20, 60))
     nccl_stream = int(rng.choice([20, 28, 36]))
     topo = training.Topology(pid, pid, autograd_tid, 0, 7, nccl_stream=nccl_stream)
-    topo.name_rows(b, gpu.name, rank=0)
+    topo.name_rows(b)
     ops_f, ker_f = workload.intern(b, [k.spec for k in rec.fwd])
     ops_b, ker_b = workload.intern(b, [k.spec for k in rec.bwd])
 

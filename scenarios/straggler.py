@@ -270,7 +270,7 @@ def _emit_rank(plan: _Plan, p: Params, gpu: physics.Gpu, rank: int, fwd: list, b
     cpu_rng = np.random.default_rng([plan.emit_seed, rank, 1])
     b, pid, _ = new_builder(meta_rng, gpu, rank=rank, world=plan.world, visible_gpus=plan.world)
     topo = training.Topology(pid, pid, pid + 37, rank, 7, nccl_stream=plan.nccl_stream)
-    topo.name_rows(b, gpu.name, rank=rank)
+    topo.name_rows(b)
     w_f, w_b = weights["straggler" if rank == plan.straggler else "healthy"]
     durs = _durations(plan, rank, w_f, w_b)
     ops_f, kern_f = workload.intern(b, fwd)
