@@ -81,8 +81,8 @@ from app import physics, training, workload
 from app.scenario import Built, Scenario, ScenarioParams, gpu_clock_report, make_key, new_builder, obs, param
 from app.trace import intervals
 from app.trace.builder import Kind, KernelInfo, TraceBuilder
-from app.trace.emit import cpu_span, memcpy, runtime_call
-from app.trace.schedule import in_order, launch_and_run
+from app.trace.emit import cpu_span, launch_phase, memcpy, runtime_call
+from app.trace.schedule import in_order
 
 # timm's ViT variants: hidden, depth, MLP width, patch size.
 MODELS = {
@@ -298,24 +298,14 @@ def _adamw(v: dict):
 def _launch(b: TraceBuilder, *, pid: int, tid: int, stream: int, op_ids, kernel_ids, dur_ns, cpu_t0: int,
             gpu_t0: int, overhead_ns, launch_ns, hole_ns=None, emit_op=None, gpu_gap_ns=1_200,
             kernel_extra=None):
-    """launch_phase, plus CPU time after chosen ops (`hole_ns`: where DDP's hooks run on
-    the autograd thread) and ops that are not their own span (`emit_op` False: the
-    second and later launches of one foreach op). Returns op start/end and kernel start/end."""
-    n = len(kernel_ids)
-    overhead = np.asarray(overhead_ns, np.int64)
-    launch = np.asarray(launch_ns, np.int64)
-    epilogue = np.maximum(overhead // 8, 500)
-    hole = np.zeros(n, np.int64) if hole_ns is None else np.asarray(hole_ns, np.int64)
-    op_start, l_start, l_dur, k_start = launch_and_run(cpu_t0, overhead + launch + epilogue + hole, overhead,
-                                                       launch, dur_ns, gpu_t0, gpu_gap_ns, 3_000)
-    op_end = l_start + l_dur + epilogue
-    corr = b.correlation_ids(n)
-    ext = b.external_ids(n)
-    m = slice(None) if emit_op is None else emit_op
-    b.add(Kind.CPU, "cpu_op", np.asarray(op_ids)[m], pid, tid, op_start[m], (op_end - op_start)[m], ext=ext[m])
-    b.add(Kind.RUNTIME, "cuda_runtime", "cudaLaunchKernel", pid, tid, l_start, l_dur, ext=ext, corr=corr)
-    b.add(Kind.KERNEL, "kernel", kernel_ids, 0, stream, k_start, dur_ns, ext=ext, corr=corr, extra=kernel_extra)
-    return op_start, op_end, k_start, k_start + np.asarray(dur_ns, np.int64)
+    """launch_phase with CPU time after chosen ops (`hole_ns`: where DDP's hooks run on the
+    autograd thread) and ops that are not their own span (`emit_op` False: the second and
+    later launches of one foreach op). Returns op start/end and kernel start/end."""
+    done = launch_phase(b, host_pid=pid, cpu_tid=tid, gpu_pid=0, stream=stream, op_names=np.asarray(op_ids),
+                        kernel_names=np.asarray(kernel_ids), kernel_dur_ns=dur_ns, cpu_t0=cpu_t0, gpu_t0=gpu_t0,
+                        op_overhead_ns=overhead_ns, launch_ns=launch_ns, gpu_gap_ns=gpu_gap_ns,
+                        kernel_extra=kernel_extra, free_after_ns=hole_ns, emit_op=emit_op)
+    return done.op_start, done.op_end, done.kernel_start, done.kernel_end
 
 
 def _hooks(b: TraceBuilder, topo: training.Topology, *, starts: np.ndarray, hook_ns: np.ndarray,

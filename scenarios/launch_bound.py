@@ -490,7 +490,7 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
     W = T - 1
     periods = np.diff(step_start) / 1e6
     step_ms = float(periods.mean())
-    busy, kcount, kdur, gaps, gap_pairs = [], [], [], [], []
+    busy, kcount, kdur, gaps = [], [], [], []
     for i in range(W):
         lo, hi = step_start[i], step_start[i + 1]
         ks = np.append(tok_k_start[i], copies[i][0])

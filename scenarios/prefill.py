@@ -1108,7 +1108,7 @@ def _key_and_artifacts(p, rng, seed, gpu, m, tp, ph, sim, kinds, groups, trace, 
                        f"the stall comes from putting the whole prefill in one iteration, not from kernel speed.")},
     ]
     crossing = (f"crosses an iteration that carried {T} prefill tokens" if hi_all_long else
-                f"mostly crosses an iteration with >= 4K prefill tokens")
+                "mostly crosses an iteration with >= 4K prefill tokens")
     confirmation = (f"itl-scatter: ITL against the prefill tokens scheduled since the stream's previous token. Every "
                     f"ITL above {fmt(thr)} ms ({n_hi} samples) {crossing}; iterations with at most {short_tok_max} prefill tokens keep ITL at or below "
                     f"{fmt(other_max)} ms, and pure decode iterations sit at {fmt(p50)} ms. No profiler needed: in "

@@ -98,8 +98,8 @@ from app import physics, training, workload
 from app.scenario import Built, Scenario, ScenarioParams, gpu_clock_report, make_key, new_builder, obs, param
 from app.trace import intervals
 from app.trace.builder import Kind, KernelInfo, TraceBuilder
-from app.trace.emit import Launched, cpu_span, memcpy
-from app.trace.schedule import LAUNCH_QUEUE_DEPTH, in_order, launch_and_run
+from app.trace.emit import Launched, cpu_span, launch_phase, memcpy
+from app.trace.schedule import in_order
 
 VOCAB = 32_000  # Llama 2 tokenizer
 MAX_AI_OF_RIDGE = 0.95  # the skinny shape must sit at least 5% below the ridge to be memory-bound
@@ -376,23 +376,11 @@ class _Recipe:
 def _phase(b: TraceBuilder, *, pid: int, tid: int, stream: int, ops: np.ndarray, kernels: np.ndarray,
            dur_ns: np.ndarray, cpu_t0: int, gpu_t0: int, overhead: np.ndarray, launch: np.ndarray,
            gap: np.ndarray | int, free_after: np.ndarray | None = None) -> Launched:
-    """app.trace.emit.launch_phase, plus CPU time left free after chosen ops (`free_after`, ns):
-    the thread runs other work there (here, ZeRO-2's reduce-scatter launches) before its next op."""
-    overhead = np.asarray(overhead, np.int64)
-    launch = np.asarray(launch, np.int64)
-    epilogue = np.maximum(overhead // 8, 500)
-    cost = overhead + launch + epilogue + (0 if free_after is None else free_after)
-    op_start, launch_start, launch_dur, k_start = launch_and_run(
-        cpu_t0, cost, overhead, launch, dur_ns, gpu_t0, gap, 3_000, LAUNCH_QUEUE_DEPTH)
-    op_dur = (launch_start - op_start) + launch_dur + epilogue
-    n = len(kernels)
-    corr = b.correlation_ids(n)
-    ext = b.external_ids(n)
-    b.add(Kind.CPU, "cpu_op", ops, pid, tid, op_start, op_dur, ext=ext)
-    b.add(Kind.RUNTIME, "cuda_runtime", "cudaLaunchKernel", pid, tid, launch_start, launch_dur, ext=ext, corr=corr)
-    b.add(Kind.KERNEL, "kernel", kernels, 0, stream, k_start, dur_ns, ext=ext, corr=corr)
-    done = Launched(op_start, op_start + op_dur, k_start, k_start + dur_ns)
-    done.blocked = int((launch_dur > launch + 2_000).sum())  # launches that waited for a queue slot
+    """launch_phase with CPU time left free after chosen ops (`free_after`, ns: the thread
+    launches ZeRO-2's reduce-scatters there)."""
+    done = launch_phase(b, host_pid=pid, cpu_tid=tid, gpu_pid=0, stream=stream, op_names=ops, kernel_names=kernels,
+                        kernel_dur_ns=dur_ns, cpu_t0=cpu_t0, gpu_t0=gpu_t0, op_overhead_ns=overhead,
+                        launch_ns=launch, gpu_gap_ns=gap, free_after_ns=free_after)
     return done
 
 
@@ -542,7 +530,7 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
         nccl_e.append(rs_start + rs_dur)
         # how far the CPU's launches run ahead of the kernels they launch
         lead.append(float(np.median(np.r_[f.kernel_start - f.op_end, bw.kernel_start - bw.op_end])) / 1e6)
-        blocked.append((f.blocked + bw.blocked) / (len(f_ns) + len(b_ns)) * 100)
+        blocked.append((f.blocked_launches + bw.blocked_launches) / (len(f_ns) + len(b_ns)) * 100)
         steps.append({"start": s0, "end": t_end})
         gpu_free = dtoh_start + 1_600
         now = t_end + 15_000
@@ -556,7 +544,7 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
 def _key_and_artifacts(p, gpu, rec, seed, trace, steps, comp_s, comp_e, nccl_s, nccl_e, mean_f, mean_b,
                        after_f, after_b, base_f, base_b, cls_f, cls_b, bucket_elems, rs_ns, busbw, lead_ms,
                        blocked_pct, n_params, rng) -> Built:
-    h, t, n_ranks = p.hidden, p.seq, p.world_size
+    t, n_ranks = p.seq, p.world_size
     peak = gpu.bf16_tflops * 1e12
     bw = gpu.mem_tbps * 1e12
     ridge = physics.ridge_point(gpu)
@@ -679,7 +667,7 @@ def _key_and_artifacts(p, gpu, rec, seed, trace, steps, comp_s, comp_e, nccl_s, 
 
 def _write_key(p, gpu, rec, seed, trace, steps, observations, v, rng, mean_f, mean_b) -> Built:
     t, h, n_ranks = p.seq, p.hidden, p.world_size
-    step, after, sp = v["step_ms"], v["after_ms"], v["speedup"]
+    step, after = v["step_ms"], v["after_ms"]
     fam = FAMILY.rstrip("_")
     sh, by, ab = v["share"], v["by"], v["after_by"]
     params_b = v["n_params"] / 1e9

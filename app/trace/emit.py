@@ -23,6 +23,7 @@ class Launched:
     op_end: np.ndarray
     kernel_start: np.ndarray
     kernel_end: np.ndarray
+    blocked_launches: int = 0  # launch calls that waited for a free slot in the launch queue
 
     @property
     def cpu_end(self) -> int:
@@ -38,12 +39,17 @@ def launch_phase(b: TraceBuilder, *, host_pid: int, cpu_tid: int, gpu_pid: int, 
                  cpu_t0: int, gpu_t0: int, op_overhead_ns: np.ndarray, launch_ns: np.ndarray,
                  gpu_gap_ns: np.ndarray | int, launch_latency_ns: int = 3_000,
                  op_cat: str = "cpu_op", queue_depth: int = LAUNCH_QUEUE_DEPTH,
-                 kernel_extra=None, launch_api: str = "cudaLaunchKernel") -> Launched:
+                 kernel_extra=None, launch_api: str = "cudaLaunchKernel",
+                 free_after_ns: np.ndarray | None = None, emit_op: np.ndarray | None = None) -> Launched:
     """Emit one op + launch + kernel per entry; returns the timing.
 
     op_names / kernel_names: name ids (TraceBuilder.name_id). op_overhead_ns: the
     framework's CPU time in each op before it calls the launch API; launch_ns: the API
     call's own time. The op ends a short epilogue after the launch returns.
+    free_after_ns: CPU time the thread spends on other work after an op before its next
+    one (DDP's bucket hooks, a reduce-scatter launch), emitted by the caller.
+    emit_op: a mask of the ops that get their own cpu_op row (a foreach op's second and
+    later launches sit inside its first).
     """
     n = len(kernel_names)
     if n == 0:
@@ -53,18 +59,22 @@ def launch_phase(b: TraceBuilder, *, host_pid: int, cpu_tid: int, gpu_pid: int, 
     launch_ns = np.asarray(launch_ns, np.int64)
     epilogue = np.maximum(op_overhead_ns // 8, 500)  # result wrapping after the launch returns
     cost = op_overhead_ns + launch_ns + epilogue
+    if free_after_ns is not None:
+        cost = cost + np.asarray(free_after_ns, np.int64)
     op_start, launch_start, launch_dur, k_start = launch_and_run(
         cpu_t0, cost, op_overhead_ns, launch_ns, kernel_dur_ns, gpu_t0, gpu_gap_ns,
         launch_latency_ns, queue_depth)
     op_dur = (launch_start - op_start) + launch_dur + epilogue
     corr = b.correlation_ids(n)
     ext = b.external_ids(n)
-    b.add(Kind.CPU, op_cat, op_names, host_pid, cpu_tid, op_start, op_dur, ext=ext)
+    m = slice(None) if emit_op is None else emit_op
+    b.add(Kind.CPU, op_cat, np.asarray(op_names)[m], host_pid, cpu_tid, op_start[m], op_dur[m], ext=ext[m])
     b.add(Kind.RUNTIME, "cuda_runtime", launch_api, host_pid, cpu_tid, launch_start, launch_dur,
           ext=ext, corr=corr)
     b.add(Kind.KERNEL, "kernel", kernel_names, gpu_pid, stream, k_start, kernel_dur_ns, ext=ext, corr=corr,
           extra=kernel_extra)
-    return Launched(op_start, op_start + op_dur, k_start, k_start + np.asarray(kernel_dur_ns, np.int64))
+    blocked = int((launch_dur > launch_ns + 2_000).sum())
+    return Launched(op_start, op_start + op_dur, k_start, k_start + np.asarray(kernel_dur_ns, np.int64), blocked)
 
 
 def cpu_span(b: TraceBuilder, name: str, pid: int, tid: int, start_ns: int, end_ns: int,
