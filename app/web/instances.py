@@ -15,7 +15,7 @@ RESERVED = {"rank", "format"}
 
 
 @lru_cache(maxsize=32)  # instances are pure functions of their tuple; pages and downloads share them
-def _cached(sid: str, seed, overrides: tuple[tuple[str, str], ...]) -> Instance:
+def cached(sid: str, seed, overrides: tuple[tuple[str, str], ...] = ()) -> Instance:
     return scenarios.get(sid).instance(seed, dict(overrides))
 
 
@@ -26,6 +26,6 @@ def resolve(sid: str, seed: str, request: Request) -> Instance:
     try:
         label = parse_seed(None, True) if seed == "canonical" else parse_seed(seed, False)
         overrides = tuple(sorted((k, v) for k, v in request.query_params.items() if k not in RESERVED))
-        return _cached(sid, label, overrides)
+        return cached(sid, label, overrides)
     except InstanceError as e:
         raise HTTPException(400, str(e)) from None

@@ -15,7 +15,7 @@ from app import __version__
 from app.config import ROOT, get_settings
 from app.scenario import InstanceError
 from app.trace import kineto
-from app.web.instances import resolve
+from app.web.instances import cached, resolve
 
 templates = Jinja2Templates(directory=str(ROOT / "templates"))
 
@@ -24,7 +24,7 @@ def scenario_rows() -> list[dict]:
     """Every registered scenario with its canonical brief and download links."""
     rows = []
     for scn in scenarios.REGISTRY.values():
-        inst = scn.instance("canonical")
+        inst = cached(scn.id, "canonical")
         base = f"/scenarios/{scn.id}/canonical"
         rows.append({
             "id": scn.id, "version": scn.version, "title": scn.title, "signature": scn.signature,
