@@ -75,7 +75,7 @@ def forward_backward(b: TraceBuilder, topo: Topology, rng: np.random.Generator, 
     bw = launch_phase(b, host_pid=topo.host_pid, cpu_tid=topo.autograd_tid, gpu_pid=topo.gpu,
                       stream=topo.compute_stream, op_names=ops, kernel_names=kernels, kernel_dur_ns=bwd_ns,
                       cpu_t0=f.cpu_end + 20_000, gpu_t0=f.gpu_end, op_overhead_ns=oh, launch_ns=ln,
-                      gpu_gap_ns=gpu_gap_ns)
+                      gpu_gap_ns=gpu_gap_ns, pending_kernel_start=f.kernel_start)
     return f, bw
 
 
@@ -111,7 +111,8 @@ def allreduce(b: TraceBuilder, topo: Topology, *, cpu_t0: int, gpu_ready: int, d
 
 def optimizer(b: TraceBuilder, topo: Topology, rng: np.random.Generator, *, params: float, cpu_t0: int,
               gpu_ready: int, gpu: physics.Gpu, bytes_per_param: float = 14.0,
-              tensors_per_launch: int = 110, tensors: int = 0) -> Launched:
+              tensors_per_launch: int = 110, tensors: int = 0,
+              pending_kernel_start: np.ndarray | None = None) -> Launched:
     """Fused AdamW: memory-bound multi_tensor_apply launches over all parameters.
 
     Bytes: AdamW on bf16 params with bf16 state reads param, grad, exp_avg, exp_avg_sq
@@ -129,7 +130,8 @@ def optimizer(b: TraceBuilder, topo: Topology, rng: np.random.Generator, *, para
     oh, ln = op_overheads_ns(rng, n, 40.0)
     done = launch_phase(b, host_pid=topo.host_pid, cpu_tid=topo.main_tid, gpu_pid=topo.gpu,
                         stream=topo.compute_stream, op_names=ops, kernel_names=kernels, kernel_dur_ns=durs,
-                        cpu_t0=start, gpu_t0=gpu_ready + 5_000, op_overhead_ns=oh, launch_ns=ln, gpu_gap_ns=1_500)
+                        cpu_t0=start, gpu_t0=gpu_ready + 5_000, op_overhead_ns=oh, launch_ns=ln, gpu_gap_ns=1_500,
+                        pending_kernel_start=pending_kernel_start)
     cpu_span(b, "Optimizer.step#AdamW.step", topo.host_pid, topo.main_tid, cpu_t0, done.cpu_end + 8_000)
     done.op_end[-1] += 8_000  # callers continue after the annotation closes
     return done

@@ -108,7 +108,8 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
         ar_ns = int(ar_ms * rng.normal(1, 0.006) * 1e6)
         cpu_ar, ar0, ar1 = training.allreduce(b, topo, cpu_t0=bw.cpu_end + 30_000, gpu_ready=bw.gpu_end,
                                               dur_ns=ar_ns, nelems=int(n_params), world=p.world_size)
-        opt = training.optimizer(b, topo, rng, params=n_params, cpu_t0=cpu_ar + 20_000, gpu_ready=ar1, gpu=gpu)
+        opt = training.optimizer(b, topo, rng, params=n_params, cpu_t0=cpu_ar + 20_000, gpu_ready=ar1, gpu=gpu,
+                                 pending_kernel_start=np.concatenate([f.kernel_start, bw.kernel_start]))
         t_end = training.sync_on_loss(b, topo, cpu_t0=opt.cpu_end + 10_000, gpu_done=opt.gpu_end)
         cpu_span(b, f"ProfilerStep#{first_step + i}", pid, topo.main_tid, s0, t_end)
         k_s = np.concatenate([[h2d_start], f.kernel_start, bw.kernel_start, opt.kernel_start])

@@ -375,12 +375,13 @@ class _Recipe:
 
 def _phase(b: TraceBuilder, *, pid: int, tid: int, stream: int, ops: np.ndarray, kernels: np.ndarray,
            dur_ns: np.ndarray, cpu_t0: int, gpu_t0: int, overhead: np.ndarray, launch: np.ndarray,
-           gap: np.ndarray | int, free_after: np.ndarray | None = None) -> Launched:
+           gap: np.ndarray | int, free_after: np.ndarray | None = None,
+           pending: np.ndarray | None = None) -> Launched:
     """launch_phase with CPU time left free after chosen ops (`free_after`, ns: the thread
     launches ZeRO-2's reduce-scatters there)."""
     done = launch_phase(b, host_pid=pid, cpu_tid=tid, gpu_pid=0, stream=stream, op_names=ops, kernel_names=kernels,
                         kernel_dur_ns=dur_ns, cpu_t0=cpu_t0, gpu_t0=gpu_t0, op_overhead_ns=overhead,
-                        launch_ns=launch, gpu_gap_ns=gap, free_after_ns=free_after)
+                        launch_ns=launch, gpu_gap_ns=gap, free_after_ns=free_after, pending_kernel_start=pending)
     return done
 
 
@@ -512,7 +513,7 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
         gaps_b = rng.integers(int(gap_ns * 0.8), int(gap_ns * 1.2) + 1, len(b_ns))
         bw = _phase(b, pid=pid, tid=autograd_tid, stream=7, ops=ops_b, kernels=ker_b, dur_ns=b_ns,
                     cpu_t0=f.cpu_end + 30_000, gpu_t0=f.gpu_end + gap_ns, overhead=oh, launch=ln, gap=gaps_b,
-                    free_after=free_after)
+                    free_after=free_after, pending=f.kernel_start)
         bw_span_end = int(bw.op_end.max()) + COMM_CPU_NS + 20_000
         cpu_span(b, "DeepSpeedEngine.backward", pid, pid, f.cpu_end + 10_000, bw_span_end)
         rs_dur = (rs_ns * rng.normal(1.0, 0.01, len(rs_ns)).clip(0.97, 1.03)).astype(np.int64)

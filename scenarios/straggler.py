@@ -308,7 +308,8 @@ def _emit_rank(plan: _Plan, p: Params, gpu: physics.Gpu, rank: int, fwd: list, b
         oh, ln = training.op_overheads_ns(cpu_rng, len(bwd), p.op_overhead_us)
         bw = launch_phase(b, host_pid=pid, cpu_tid=topo.autograd_tid, gpu_pid=rank, stream=7, op_names=ops_b,
                           kernel_names=kern_b, kernel_dur_ns=b_ns, cpu_t0=f.cpu_end + 20_000, gpu_t0=f.gpu_end,
-                          op_overhead_ns=oh, launch_ns=ln, gpu_gap_ns=GPU_GAP_NS)
+                          op_overhead_ns=oh, launch_ns=ln, gpu_gap_ns=GPU_GAP_NS,
+                          pending_kernel_start=f.kernel_start)
         ready = int(plan.arrive[rank, k]) - NCCL_AFTER_READY_NS
         check("the end of backward", bw.gpu_end, ready, k)
         cpu_ar, a0, a1 = training.allreduce(b, topo, cpu_t0=bw.cpu_end + 30_000, gpu_ready=bw.gpu_end,

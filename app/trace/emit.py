@@ -40,7 +40,8 @@ def launch_phase(b: TraceBuilder, *, host_pid: int, cpu_tid: int, gpu_pid: int, 
                  gpu_gap_ns: np.ndarray | int, launch_latency_ns: int = 3_000,
                  op_cat: str = "cpu_op", queue_depth: int = LAUNCH_QUEUE_DEPTH,
                  kernel_extra=None, launch_api: str = "cudaLaunchKernel",
-                 free_after_ns: np.ndarray | None = None, emit_op: np.ndarray | None = None) -> Launched:
+                 free_after_ns: np.ndarray | None = None, emit_op: np.ndarray | None = None,
+                 pending_kernel_start: np.ndarray | None = None) -> Launched:
     """Emit one op + launch + kernel per entry; returns the timing.
 
     op_names / kernel_names: name ids (TraceBuilder.name_id). op_overhead_ns: the
@@ -50,6 +51,8 @@ def launch_phase(b: TraceBuilder, *, host_pid: int, cpu_tid: int, gpu_pid: int, 
     one (DDP's bucket hooks, a reduce-scatter launch), emitted by the caller.
     emit_op: a mask of the ops that get their own cpu_op row (a foreach op's second and
     later launches sit inside its first).
+    pending_kernel_start: start times of kernels launched before this phase on the same
+    device; until they start they hold slots in the launch queue.
     """
     n = len(kernel_names)
     if n == 0:
@@ -63,7 +66,7 @@ def launch_phase(b: TraceBuilder, *, host_pid: int, cpu_tid: int, gpu_pid: int, 
         cost = cost + np.asarray(free_after_ns, np.int64)
     op_start, launch_start, launch_dur, k_start = launch_and_run(
         cpu_t0, cost, op_overhead_ns, launch_ns, kernel_dur_ns, gpu_t0, gpu_gap_ns,
-        launch_latency_ns, queue_depth)
+        launch_latency_ns, queue_depth, pending_kernel_start)
     op_dur = (launch_start - op_start) + launch_dur + epilogue
     corr = b.correlation_ids(n)
     ext = b.external_ids(n)

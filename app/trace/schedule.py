@@ -39,13 +39,15 @@ def in_order(ready: np.ndarray, dur: np.ndarray, gap: np.ndarray | int, t0: int)
 def launch_and_run(cpu_t0: int, cpu_cost: np.ndarray, launch_offset: np.ndarray,
                    launch_dur: np.ndarray, kernel_dur: np.ndarray, gpu_t0: int,
                    gpu_gap: np.ndarray | int, launch_latency: int,
-                   queue_depth: int = LAUNCH_QUEUE_DEPTH):
+                   queue_depth: int = LAUNCH_QUEUE_DEPTH, pending: np.ndarray | None = None):
     """Time a CPU thread that issues one kernel per op, and the stream that runs them.
 
     cpu_cost[i]: CPU time of op i, launch included (ns). launch_offset[i]: where in the
     op its cudaLaunchKernel starts; launch_dur[i]: the API call's own time. The kernel
     is ready `launch_latency` ns after its launch call returns. When the GPU lags by more
-    than `queue_depth` kernels, the launch call blocks until a slot frees.
+    than `queue_depth` kernels, the launch call blocks until a slot frees. `pending`: the
+    start times of kernels launched earlier on the device (the previous phase), which
+    hold queue slots until they start.
 
     Returns (op_start, launch_start, launch_dur_actual, kernel_start), all int64 ns.
     """
@@ -56,8 +58,12 @@ def launch_and_run(cpu_t0: int, cpu_cost: np.ndarray, launch_offset: np.ndarray,
     ready = launch_start + launch_dur + launch_latency
     k_start = in_order(ready, kernel_dur, gpu_gap, gpu_t0)
     launch_dur = np.asarray(launch_dur, np.int64)
-    if n <= queue_depth:
+    prior = np.asarray(pending if pending is not None else [], np.int64)[-queue_depth:]
+    if n + len(prior) <= queue_depth:
         return op_start, launch_start, launch_dur.copy(), k_start
+    # Launch i of this phase is the (len(prior) + i)-th in the device's queue.
+    slot = np.arange(n) + len(prior) - queue_depth
+    has_slot = slot >= 0
     # Queue full: launch i cannot return before kernel i - depth has started. Op i+1
     # then starts at max(op i's normal end, that release + op i's epilogue), a
     # recurrence of the same max-plus shape. The release times come from the stream,
@@ -66,7 +72,7 @@ def launch_and_run(cpu_t0: int, cpu_cost: np.ndarray, launch_offset: np.ndarray,
     epilogue = cpu_cost - launch_offset - launch_dur
     for _ in range(2):
         free_at = np.full(n, np.iinfo(np.int64).min // 2, np.int64)
-        free_at[queue_depth:] = k_start[:-queue_depth]
+        free_at[has_slot] = np.concatenate([prior, k_start])[slot[has_slot]]
         ready = np.empty(n, np.int64)
         ready[0] = cpu_t0
         ready[1:] = free_at[:-1] + epilogue[:-1]
