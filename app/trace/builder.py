@@ -82,8 +82,10 @@ class Trace:
         return 2 * len(_launch_pairs(self)[0])
 
     def event_count(self) -> int:
-        """Events the Kineto export writes, metadata and flows included."""
-        return len(self) + self.flow_count() + len(self.instants) + len(self.processes) * 3 + len(self.threads) * 2
+        """Events the Kineto export writes: metadata, flows, and the profiler's own
+        "Iteration Start" instant and "PyTorch Profiler (0)" span included."""
+        return (len(self) + self.flow_count() + len(self.instants) + len(self.processes) * 3
+                + len(self.threads) * 2 + 2)
 
 
 def _launch_pairs(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
