@@ -17,7 +17,7 @@ import os
 import re
 import tempfile
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -26,8 +26,10 @@ import orjson
 DEFAULT_MAX_BYTES = 1 << 30  # 1 GiB uncompressed; also bounds how far a gzip may expand
 
 # Columns read from each event; anything else stays in `args`/the raw line.
+# ts stays JSON until normalized: whether it was written as a float matters (HTA rounds
+# float timestamps to whole µs and leaves integer ones alone).
 _COLUMNS = ("{'ph': 'VARCHAR', 'cat': 'VARCHAR', 'name': 'VARCHAR', 'pid': 'JSON', 'tid': 'JSON', "
-            "'ts': 'DOUBLE', 'dur': 'DOUBLE', 'args': 'JSON', 'id': 'JSON', 's': 'VARCHAR', 'bp': 'VARCHAR'}")
+            "'ts': 'JSON', 'dur': 'DOUBLE', 'args': 'JSON', 'id': 'JSON', 's': 'VARCHAR', 'bp': 'VARCHAR'}")
 
 # PyTorch 1.8/1.9 category names and their current equivalents.
 _LEGACY_CATS = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel", "Memcpy": "gpu_memcpy",
@@ -54,7 +56,7 @@ class ImportedTrace:
     events: int
     source: str
     fast_path: bool
-    warnings: list[str] = field(default_factory=list)
+    float_ts: bool = False  # some ts written as a float (Kineto 2024+, or float absolute µs)
 
     @property
     def base_time_ns(self) -> int | None:
@@ -131,7 +133,8 @@ def load(source: str | Path | bytes, *, max_bytes: int = DEFAULT_MAX_BYTES,
                           ).fetchone()
     if missing[0]:
         raise TraceImportError(f"{name}: {missing[0]:,} events have no ts (first: {missing[1]!r})")
-    return ImportedTrace(con=con, meta=meta, events=n, source=name, fast_path=used_fast)
+    float_ts = bool(con.execute("SELECT bool_or(ts_float) FROM events").fetchone()[0])
+    return ImportedTrace(con=con, meta=meta, events=n, source=name, fast_path=used_fast, float_ts=float_ts)
 
 
 def _split_events(raw: bytes) -> tuple[bytes, bytes] | None:
@@ -190,7 +193,7 @@ def _normalize(con: duckdb.DuckDBPyConnection) -> None:
                ph, CASE cat {cats} ELSE cat END AS cat, name,
                CASE WHEN json_type(pid) = 'VARCHAR' THEN pid ->> '$' ELSE CAST(pid AS VARCHAR) END AS pid,
                CASE WHEN json_type(tid) = 'VARCHAR' THEN tid ->> '$' ELSE CAST(tid AS VARCHAR) END AS tid,
-               ts, dur,
+               TRY_CAST(ts AS DOUBLE) AS ts, json_type(ts) = 'DOUBLE' AS ts_float, dur,
                COALESCE(TRY_CAST(args ->> 'stream' AS BIGINT),
                         TRY_CAST(regexp_extract(tid ->> '$', '^stream (\\d+)', 1) AS BIGINT)) AS stream,
                TRY_CAST(args ->> 'correlation' AS BIGINT) AS correlation,

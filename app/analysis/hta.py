@@ -1,0 +1,108 @@
+"""Holistic Trace Analysis' metrics with its exact definitions, so the numbers match HTA 0.5.
+
+What HTA does before measuring (hta/common/trace_parser.py, hta/common/trace.py):
+- keeps events that have both `dur` and `cat`, except cat "Trace";
+- when the file writes ts as floats, rounds each event inward to whole µs: ts up,
+  end = ts + dur down;
+- a GPU kernel is an event with args.stream >= 0 and args.correlation >= 0 (memcpy,
+  memset and cuda_sync rows included); everything else is a CPU event;
+- with two or more ProfilerStep names, drops the last step: only GPU kernels whose
+  correlation matches a CPU event that starts before the last ProfilerStep# start count.
+
+Then (hta/analyzers/breakdown_analysis.py, communication_analysis.py):
+- kernel time = end of the last merged kernel interval - start of the first;
+- idle = kernel time - the union of all kernels; compute = the union of compute
+  kernels (not ^nccl.*Kernel, no "Memcpy", not ^Memset, no "Sync"); non-compute = the rest;
+- comm/compute overlap = |union(comm) ∩ union(compute)| / |union(comm)|, comm being ^nccl.*Kernel.
+Percentages are rounded to 2 decimals, as HTA prints them.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from app.trace import intervals
+from app.trace.importer import ImportedTrace
+
+NCCL_KERNEL = re.compile(r"^nccl.*Kernel")
+NOT_COMPUTE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
+
+
+def gpu_kernels(tr: ImportedTrace) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """HTA's GPU kernel set after its step filter: (start µs, end µs, names)."""
+    rows = tr.con.execute("""
+        WITH ev AS (
+            SELECT name, ts, ts + dur AS te, cat,
+                   COALESCE(TRY_CAST(args ->> 'stream' AS BIGINT), -1) AS stream,
+                   COALESCE(TRY_CAST(args ->> 'correlation' AS BIGINT), -1) AS corr
+            FROM events WHERE dur IS NOT NULL AND cat IS NOT NULL AND cat <> 'Trace' AND ts IS NOT NULL
+        ), rounded AS (
+            SELECT name, stream, corr,
+                   CASE WHEN ? THEN ceil(ts) ELSE ts END AS ts,
+                   CASE WHEN ? THEN floor(te) ELSE te END AS te
+            FROM ev
+        ), gpu AS (SELECT * FROM rounded WHERE stream >= 0 AND corr >= 0),
+        cpu AS (SELECT * FROM rounded WHERE NOT (stream >= 0 AND corr >= 0)),
+        steps AS (SELECT count(DISTINCT name) AS names, max(ts) AS last_start FROM cpu
+                  WHERE name LIKE '%ProfilerStep%'),
+        launched AS (SELECT DISTINCT corr FROM cpu, steps WHERE cpu.ts < steps.last_start AND corr >= 0)
+        SELECT gpu.ts, gpu.te, gpu.name FROM gpu, steps
+        WHERE steps.names < 2 OR gpu.corr IN (SELECT corr FROM launched)
+        ORDER BY gpu.ts
+    """, [tr.float_ts, tr.float_ts]).fetchall()
+    if not rows:
+        return np.empty(0), np.empty(0), []
+    ts, te, names = zip(*rows)
+    return np.asarray(ts, float), np.asarray(te, float), list(names)
+
+
+def _union_len(s: np.ndarray, e: np.ndarray) -> float:
+    us, ue = intervals.union(s, e)
+    return float((ue - us).sum())
+
+
+def _intersection_len(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
+    """Length of the intersection of two sets of disjoint sorted intervals."""
+    (as_, ae), (bs, be) = a, b
+    total, i, j = 0.0, 0, 0
+    while i < len(as_) and j < len(bs):
+        lo, hi = max(as_[i], bs[j]), min(ae[i], be[j])
+        if hi > lo:
+            total += hi - lo
+        if ae[i] < be[j]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def temporal_breakdown(tr: ImportedTrace) -> dict:
+    ts, te, names = gpu_kernels(tr)
+    if len(ts) == 0:
+        return {"kernel_time_us": 0, "idle_time_us": 0, "compute_time_us": 0, "non_compute_time_us": 0,
+                "idle_time_pctg": None, "compute_time_pctg": None, "non_compute_time_pctg": None}
+    us, ue = intervals.union(ts, te)
+    kernel_time = float(ue[-1] - us[0])
+    idle = kernel_time - float((ue - us).sum())
+    compute_mask = np.array([NOT_COMPUTE.match(n) is None for n in names])
+    compute = _union_len(ts[compute_mask], te[compute_mask])
+    non_compute = kernel_time - compute - idle
+    pct = (lambda x: round(100 * x / kernel_time, 2)) if kernel_time else (lambda x: None)
+    return {"kernel_time_us": kernel_time, "idle_time_us": idle, "compute_time_us": compute,
+            "non_compute_time_us": non_compute, "idle_time_pctg": pct(idle),
+            "compute_time_pctg": pct(compute), "non_compute_time_pctg": pct(non_compute)}
+
+
+def comm_comp_overlap_pctg(tr: ImportedTrace) -> float | None:
+    """None without communication kernels (HTA would divide by zero)."""
+    ts, te, names = gpu_kernels(tr)
+    comm = np.array([NCCL_KERNEL.match(n) is not None for n in names], dtype=bool)
+    comp = np.array([NOT_COMPUTE.match(n) is None for n in names], dtype=bool)
+    if not comm.any():
+        return None
+    comm_u = intervals.union(ts[comm], te[comm])
+    comp_u = intervals.union(ts[comp], te[comp])
+    comm_len = float((comm_u[1] - comm_u[0]).sum())
+    return round(100 * _intersection_len(comm_u, comp_u) / comm_len, 2) if comm_len else None
