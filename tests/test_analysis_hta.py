@@ -42,6 +42,22 @@ def test_fixture_figures_match_hta(name):
 
 
 @needs_fixtures
+def test_fixture_idle_breakdown_matches_hta():
+    got = hta.idle_breakdown(importer.load(FIXTURES / "hta_nccl_data_rank0.json.gz"))
+    assert got[7]["host_wait"] == pytest.approx(357247, abs=2)
+    assert got[7]["kernel_wait"] == pytest.approx(2155, abs=2)
+    assert got[40]["host_wait"] == pytest.approx(381499, abs=2)
+
+
+def assert_idle_equal(ours: dict, theirs: dict) -> None:
+    """HTA lists only the categories it saw; a missing one is zero."""
+    assert {str(s) for s in ours} == set(theirs)
+    for stream, cats in ours.items():
+        for cat, us in cats.items():
+            assert us == pytest.approx(theirs[str(stream)].get(cat, 0.0), abs=2), (stream, cat)
+
+
+@needs_fixtures
 def test_no_comm_kernels_means_no_overlap_figure():
     tr = importer.load(FIXTURES / "tiny_triton_example.json.gz")
     assert hta.comm_comp_overlap_pctg(tr) is None
@@ -66,3 +82,18 @@ def test_generated_traces_match_live_hta(sid, tmp_path):
     overlap = hta.comm_comp_overlap_pctg(tr)
     if overlap is not None:
         assert overlap == pytest.approx(o["comp_comm_overlap_pctg"], abs=0.1)
+    assert_idle_equal(hta.idle_breakdown(tr), theirs["idle"]["0"])
+
+
+@needs_fixtures
+@pytest.mark.skipif(not HTA_PYTHON.exists(), reason=f"Holistic Trace Analysis not installed ({HTA_PYTHON} missing)")
+def test_sampled_fixture_pair_matches_live_hta(tmp_path):
+    for rank in (0, 1):
+        (tmp_path / f"sampled_rank-{rank}.json.gz").write_bytes((FIXTURES / f"sampled_rank-{rank}.json.gz").read_bytes())
+    out = subprocess.run([str(HTA_PYTHON), str(Path(__file__).with_name("hta_probe.py")), str(tmp_path)],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    theirs = json.loads(out.stdout.strip().splitlines()[-1])
+    for rank in (0, 1):
+        assert_idle_equal(hta.idle_breakdown(importer.load(FIXTURES / f"sampled_rank-{rank}.json.gz")),
+                          theirs["idle"][str(rank)])

@@ -30,16 +30,22 @@ NCCL_KERNEL = re.compile(r"^nccl.*Kernel")
 NOT_COMPUTE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
 
 
-def gpu_kernels(tr: ImportedTrace) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """HTA's GPU kernel set after its step filter: (start µs, end µs, names)."""
+KERNEL_CATS = ("kernel", "gpu_memset", "gpu_memcpy")  # the importer maps the 2021 names onto these
+KERNEL_WAIT_US = 30  # HTA's consecutive_kernel_delay default: shorter gaps are launch overhead
+
+
+def gpu_rows(tr: ImportedTrace) -> dict[str, np.ndarray | list]:
+    """HTA's GPU kernel set after its step filter, in start order: stream, cat, name,
+    start and end (µs, rounded as HTA rounds), and the start of the launching call
+    (NaN when the launch is not in the trace)."""
     rows = tr.con.execute("""
         WITH ev AS (
-            SELECT name, ts, ts + dur AS te, cat,
+            SELECT name, cat, ts, ts + dur AS te,
                    COALESCE(TRY_CAST(args ->> 'stream' AS BIGINT), -1) AS stream,
                    COALESCE(TRY_CAST(args ->> 'correlation' AS BIGINT), -1) AS corr
             FROM events WHERE dur IS NOT NULL AND cat IS NOT NULL AND cat <> 'Trace' AND ts IS NOT NULL
         ), rounded AS (
-            SELECT name, stream, corr,
+            SELECT name, cat, stream, corr,
                    CASE WHEN ? THEN ceil(ts) ELSE ts END AS ts,
                    CASE WHEN ? THEN floor(te) ELSE te END AS te
             FROM ev
@@ -47,15 +53,23 @@ def gpu_kernels(tr: ImportedTrace) -> tuple[np.ndarray, np.ndarray, list[str]]:
         cpu AS (SELECT * FROM rounded WHERE NOT (stream >= 0 AND corr >= 0)),
         steps AS (SELECT count(DISTINCT name) AS names, max(ts) AS last_start FROM cpu
                   WHERE name LIKE '%ProfilerStep%'),
-        launched AS (SELECT DISTINCT corr FROM cpu, steps WHERE cpu.ts < steps.last_start AND corr >= 0)
-        SELECT gpu.ts, gpu.te, gpu.name FROM gpu, steps
-        WHERE steps.names < 2 OR gpu.corr IN (SELECT corr FROM launched)
-        ORDER BY gpu.ts
+        launch AS (SELECT corr, min(cpu.ts) AS rts FROM cpu, steps
+                   WHERE corr >= 0 AND (steps.names < 2 OR cpu.ts < steps.last_start) GROUP BY corr)
+        SELECT g.stream, g.cat, g.name, g.ts, g.te, l.rts
+        FROM gpu g LEFT JOIN launch l ON g.corr = l.corr, steps
+        WHERE steps.names < 2 OR l.rts IS NOT NULL
+        ORDER BY g.ts, g.stream
     """, [tr.float_ts, tr.float_ts]).fetchall()
-    if not rows:
-        return np.empty(0), np.empty(0), []
-    ts, te, names = zip(*rows)
-    return np.asarray(ts, float), np.asarray(te, float), list(names)
+    cols = list(zip(*rows)) if rows else [[], [], [], [], [], []]
+    return {"stream": np.asarray(cols[0], np.int64), "cat": list(cols[1]), "name": list(cols[2]),
+            "ts": np.asarray(cols[3], float), "te": np.asarray(cols[4], float),
+            "launch_ts": np.asarray([np.nan if v is None else v for v in cols[5]], float)}
+
+
+def gpu_kernels(tr: ImportedTrace) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(start µs, end µs, name) of HTA's GPU kernel set."""
+    g = gpu_rows(tr)
+    return g["ts"], g["te"], g["name"]
 
 
 def _union_len(s: np.ndarray, e: np.ndarray) -> float:
@@ -106,3 +120,25 @@ def comm_comp_overlap_pctg(tr: ImportedTrace) -> float | None:
     comp_u = intervals.union(ts[comp], te[comp])
     comm_len = float((comm_u[1] - comm_u[0]).sum())
     return round(100 * _intersection_len(comm_u, comp_u) / comm_len, 2) if comm_len else None
+
+
+def idle_breakdown(tr: ImportedTrace, kernel_wait_us: float = KERNEL_WAIT_US) -> dict[int, dict[str, float]]:
+    """Per stream, the idle time between consecutive kernels by cause, µs.
+
+    host_wait: the kernel's launch call started after the previous kernel ended (the CPU
+    was late); kernel_wait: otherwise, a gap under `kernel_wait_us`; other: the rest.
+    """
+    g = gpu_rows(tr)
+    is_kernel = np.array([c in KERNEL_CATS for c in g["cat"]], dtype=bool)
+    out: dict[int, dict[str, float]] = {}
+    for stream in np.unique(g["stream"][is_kernel]):
+        m = is_kernel & (g["stream"] == stream)
+        ts, te, launch = g["ts"][m], g["te"][m], g["launch_ts"][m]
+        order = np.argsort(ts, kind="stable")
+        ts, te, launch = ts[order], te[order], launch[order]
+        gap = ts[1:] - te[:-1]
+        host = launch[1:] > te[:-1]  # NaN compares False: no launch seen, not host wait
+        kernel = ~host & (gap < kernel_wait_us)
+        out[int(stream)] = {"host_wait": float(gap[host].sum()), "kernel_wait": float(gap[kernel].sum()),
+                            "other": float(gap[~host & ~kernel].sum())}
+    return out
