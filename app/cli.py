@@ -83,6 +83,43 @@ def cmd_key(args) -> None:
     print(json.dumps(_instance(args).key, indent=2))
 
 
+def cmd_analyze(args) -> None:
+    from app.analysis import hta, read, text
+    from app.trace.importer import TraceImportError, load
+
+    try:
+        traces = [load(path) for path in args.traces]
+    except TraceImportError as e:
+        raise InstanceError(str(e)) from None
+
+    def hta_figures(tr) -> dict:
+        tb = hta.temporal_breakdown(tr)
+        return {**{k: tb[k] for k in ("idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg",
+                                      "kernel_time_us")},
+                "comp_comm_overlap_pctg": hta.comm_comp_overlap_pctg(tr),
+                "idle_breakdown": {str(s): v for s, v in hta.idle_breakdown(tr).items()}}
+
+    reads = [read.read(t) for t in traces]
+    for r, t in zip(reads, traces):
+        r.pop("metrics", None)
+        if args.hta:
+            r["hta"] = hta_figures(t)
+    if len(traces) > 1:
+        multi = read.read_ranks(traces)
+        result = {"ranks": reads, "rank_ids": multi["rank_ids"], "rank_compute_ms": multi["rank_compute_ms"],
+                  "max_over_median": multi["max_over_median"], "straggler_rank": multi["straggler_rank"],
+                  "late_arrivals": multi["late_arrivals"]}
+    else:
+        result = reads[0]
+    if args.json:
+        print(json.dumps(result, indent=2, default=float))
+        return
+    print("\n\n".join(text.render(r, r.get("hta")) for r in reads))
+    if len(traces) > 1:
+        print(f"\nPer-rank compute per step (ms): {result['rank_compute_ms']}; max/median "
+              f"{result['max_over_median']}; last to arrive at the collectives: rank {result['straggler_rank']}.")
+
+
 def cmd_serve(args) -> None:
     import uvicorn
 
@@ -113,6 +150,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("key", help="print an instance's answer key as JSON")
     _instance_args(p)
     p.set_defaults(func=cmd_key)
+    p = sub.add_parser("analyze", help="the reference read of torch.profiler traces (one per rank)")
+    p.add_argument("traces", nargs="+", help="Kineto JSON files (.json or .json.gz)")
+    p.add_argument("--json", action="store_true", help="JSON instead of text")
+    p.add_argument("--hta", action="store_true", help="add Holistic Trace Analysis' metrics, with its definitions")
+    p.set_defaults(func=cmd_analyze)
     p = sub.add_parser("serve", help="serve the web app")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)

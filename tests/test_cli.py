@@ -76,3 +76,39 @@ def test_rank_outside_the_world_is_refused(sid):
     out = run("generate", sid, "--canonical", "--rank", str(ranks), "-o", "/dev/null")
     assert out.returncode == 2 and f"valid ranks 0 to {ranks - 1}" in out.stderr
     assert run("generate", sid, "--canonical", "--rank", str(ranks - 1), "-o", "/dev/null").returncode == 0
+
+
+FIXTURES = __import__("pathlib").Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kineto"
+
+
+@pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"shared fixtures not found at {FIXTURES}")
+def test_analyze_json_with_hta_figures():
+    out = run("analyze", str(FIXTURES / "hta_nccl_data_rank0.json.gz"), "--json", "--hta")
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert r["steps"]["count"] == 3 and r["steps"]["period_ms"] > 0
+    h = r["hta"]
+    assert (h["idle_time_pctg"], h["compute_time_pctg"], h["non_compute_time_pctg"]) == (77.78, 17.26, 4.97)
+    assert h["kernel_time_us"] == 435586 and h["comp_comm_overlap_pctg"] == 14.31
+    assert h["idle_breakdown"]["7"]["host_wait"] == 357247 and h["idle_breakdown"]["40"]["host_wait"] == 381499
+
+
+def test_analyze_several_ranks_names_the_straggler(tmp_path):
+    paths = []
+    for rank in range(8):
+        path = tmp_path / f"r{rank}.json.gz"
+        assert run("generate", "straggler", "--canonical", "--rank", str(rank), "-o", str(path)).returncode == 0
+        paths.append(str(path))
+    out = run("analyze", *paths, "--json")
+    r = json.loads(out.stdout)
+    assert r["straggler_rank"] == 3 and len(r["ranks"]) == 8
+    text = run("analyze", *paths)
+    assert text.returncode == 0 and "rank 3" in text.stdout and text.stdout.index("1. Step") < text.stdout.index("2. Gaps")
+
+
+@pytest.mark.parametrize("content,needle", [(b"not json at all", "is not JSON"), (b'{"a": 1}', "no traceEvents")])
+def test_analyze_bad_file_is_one_line(tmp_path, content, needle):
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    out = run("analyze", str(path))
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1 and needle in out.stderr

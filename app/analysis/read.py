@@ -227,10 +227,14 @@ def read_ranks(traces: list[ImportedTrace]) -> dict:
         starts = [a[k] for a in arrivals]
         last = int(np.argmax(starts))
         late.append({"collective": k, "last_rank": last, "late_by_ms": round((max(starts) - min(starts)) / 1e3, 3)})
+    # Name ranks as the files do (distributedInfo.rank), else by their order.
+    ids = [t.meta.get("distributedInfo", {}).get("rank", i) for i, t in enumerate(traces)]
+    for x in late:
+        x["last_rank"] = ids[x["last_rank"]]
     lasts = [x["last_rank"] for x in late]
-    straggler = max(set(lasts), key=lasts.count) if lasts else int(np.argmax(compute))
+    straggler = max(set(lasts), key=lasts.count) if lasts else ids[int(np.argmax(compute))]
     metrics = {**reads[0]["metrics"], "max_rank_compute_ms": max(compute), "median_rank_compute_ms": med,
                "straggler_rank": straggler, "rank0_nccl_ms_per_step": reads[0]["metrics"].get("nccl_ms_per_step", 0.0)}
-    return {"ranks": reads, "rank_compute_ms": [round(c, 3) for c in compute],
+    return {"ranks": reads, "rank_ids": ids, "rank_compute_ms": [round(c, 3) for c in compute],
             "max_over_median": round(max(compute) / med, 3) if med else None,
             "straggler_rank": straggler, "late_arrivals": late, "metrics": metrics}
