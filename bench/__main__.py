@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from bench import generate
+from bench import analyze, generate
 
-BENCHES = {"generate": generate.main}
+BENCHES = {"generate": generate.main, "analyze": analyze.main}
 
 
 def main(argv: list[str]) -> int:

@@ -19,26 +19,30 @@ Percentages are rounded to 2 decimals, as HTA prints them.
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from app.trace import intervals
 from app.trace.importer import ImportedTrace
 
-NCCL_KERNEL = re.compile(r"^nccl.*Kernel")
-NOT_COMPUTE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
+# HTA's regexes, applied with Python's re.match (anchored at the start):
+# NCCL_KERNEL_RE = "^nccl.*Kernel"; a compute kernel does not match
+# "(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)". Written here for DuckDB (RE2, unanchored).
+COMM_RE = "^nccl.*Kernel"
+NOT_COMPUTE_RE = "^(nccl.*Kernel|.*Memcpy|Memset|.*Sync)"
 
 
 KERNEL_CATS = ("kernel", "gpu_memset", "gpu_memcpy")  # the importer maps the 2021 names onto these
 KERNEL_WAIT_US = 30  # HTA's consecutive_kernel_delay default: shorter gaps are launch overhead
 
 
-def gpu_rows(tr: ImportedTrace) -> dict[str, np.ndarray | list]:
-    """HTA's GPU kernel set after its step filter, in start order: stream, cat, name,
-    start and end (µs, rounded as HTA rounds), and the start of the launching call
-    (NaN when the launch is not in the trace)."""
-    rows = tr.con.execute("""
+def gpu_rows(tr: ImportedTrace) -> dict[str, np.ndarray]:
+    """HTA's GPU kernel set after its step filter, in start order: stream, whether it is a
+    kernel/memcpy/memset, communication, computation, start and end (µs, rounded as HTA
+    rounds), and the start of the launching call (NaN when the launch is not in the trace).
+    Computed once per trace (the three metrics share it)."""
+    if "hta_rows" in tr.cache:
+        return tr.cache["hta_rows"]
+    res = tr.con.execute(f"""
         WITH ev AS (
             SELECT name, cat, ts, ts + dur AS te,
                    COALESCE(TRY_CAST(args ->> 'stream' AS BIGINT), -1) AS stream,
@@ -55,21 +59,17 @@ def gpu_rows(tr: ImportedTrace) -> dict[str, np.ndarray | list]:
                   WHERE name LIKE '%ProfilerStep%'),
         launch AS (SELECT corr, min(cpu.ts) AS rts FROM cpu, steps
                    WHERE corr >= 0 AND (steps.names < 2 OR cpu.ts < steps.last_start) GROUP BY corr)
-        SELECT g.stream, g.cat, g.name, g.ts, g.te, l.rts
+        SELECT g.stream, g.cat IN {KERNEL_CATS} AS is_kernel,
+               regexp_matches(g.name, '{COMM_RE}') AS is_comm,
+               NOT regexp_matches(g.name, '{NOT_COMPUTE_RE}') AS is_compute,
+               g.ts, g.te, COALESCE(l.rts, 'NaN'::DOUBLE) AS launch_ts
         FROM gpu g LEFT JOIN launch l ON g.corr = l.corr, steps
         WHERE steps.names < 2 OR l.rts IS NOT NULL
         ORDER BY g.ts, g.stream
-    """, [tr.float_ts, tr.float_ts]).fetchall()
-    cols = list(zip(*rows)) if rows else [[], [], [], [], [], []]
-    return {"stream": np.asarray(cols[0], np.int64), "cat": list(cols[1]), "name": list(cols[2]),
-            "ts": np.asarray(cols[3], float), "te": np.asarray(cols[4], float),
-            "launch_ts": np.asarray([np.nan if v is None else v for v in cols[5]], float)}
-
-
-def gpu_kernels(tr: ImportedTrace) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """(start µs, end µs, name) of HTA's GPU kernel set."""
-    g = gpu_rows(tr)
-    return g["ts"], g["te"], g["name"]
+    """, [tr.float_ts, tr.float_ts]).fetchnumpy()
+    rows = {k: np.asarray(v) for k, v in res.items()}
+    tr.cache["hta_rows"] = rows
+    return rows
 
 
 def _union_len(s: np.ndarray, e: np.ndarray) -> float:
@@ -77,31 +77,17 @@ def _union_len(s: np.ndarray, e: np.ndarray) -> float:
     return float((ue - us).sum())
 
 
-def _intersection_len(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
-    """Length of the intersection of two sets of disjoint sorted intervals."""
-    (as_, ae), (bs, be) = a, b
-    total, i, j = 0.0, 0, 0
-    while i < len(as_) and j < len(bs):
-        lo, hi = max(as_[i], bs[j]), min(ae[i], be[j])
-        if hi > lo:
-            total += hi - lo
-        if ae[i] < be[j]:
-            i += 1
-        else:
-            j += 1
-    return total
-
-
 def temporal_breakdown(tr: ImportedTrace) -> dict:
-    ts, te, names = gpu_kernels(tr)
+    g = gpu_rows(tr)
+    ts, te = g["ts"], g["te"]
     if len(ts) == 0:
         return {"kernel_time_us": 0, "idle_time_us": 0, "compute_time_us": 0, "non_compute_time_us": 0,
                 "idle_time_pctg": None, "compute_time_pctg": None, "non_compute_time_pctg": None}
     us, ue = intervals.union(ts, te)
     kernel_time = float(ue[-1] - us[0])
     idle = kernel_time - float((ue - us).sum())
-    compute_mask = np.array([NOT_COMPUTE.match(n) is None for n in names])
-    compute = _union_len(ts[compute_mask], te[compute_mask])
+    comp = g["is_compute"]
+    compute = _union_len(ts[comp], te[comp])
     non_compute = kernel_time - compute - idle
     pct = (lambda x: round(100 * x / kernel_time, 2)) if kernel_time else (lambda x: None)
     return {"kernel_time_us": kernel_time, "idle_time_us": idle, "compute_time_us": compute,
@@ -111,15 +97,14 @@ def temporal_breakdown(tr: ImportedTrace) -> dict:
 
 def comm_comp_overlap_pctg(tr: ImportedTrace) -> float | None:
     """None without communication kernels (HTA would divide by zero)."""
-    ts, te, names = gpu_kernels(tr)
-    comm = np.array([NCCL_KERNEL.match(n) is not None for n in names], dtype=bool)
-    comp = np.array([NOT_COMPUTE.match(n) is None for n in names], dtype=bool)
+    g = gpu_rows(tr)
+    comm, comp = g["is_comm"], g["is_compute"]
     if not comm.any():
         return None
-    comm_u = intervals.union(ts[comm], te[comm])
-    comp_u = intervals.union(ts[comp], te[comp])
+    comm_u = intervals.union(g["ts"][comm], g["te"][comm])
+    comp_u = intervals.union(g["ts"][comp], g["te"][comp])
     comm_len = float((comm_u[1] - comm_u[0]).sum())
-    return round(100 * _intersection_len(comm_u, comp_u) / comm_len, 2) if comm_len else None
+    return round(100 * intervals.intersection_len(comm_u, comp_u) / comm_len, 2) if comm_len else None
 
 
 def idle_breakdown(tr: ImportedTrace, kernel_wait_us: float = KERNEL_WAIT_US) -> dict[int, dict[str, float]]:
@@ -129,10 +114,9 @@ def idle_breakdown(tr: ImportedTrace, kernel_wait_us: float = KERNEL_WAIT_US) ->
     was late); kernel_wait: otherwise, a gap under `kernel_wait_us`; other: the rest.
     """
     g = gpu_rows(tr)
-    is_kernel = np.array([c in KERNEL_CATS for c in g["cat"]], dtype=bool)
     out: dict[int, dict[str, float]] = {}
-    for stream in np.unique(g["stream"][is_kernel]):
-        m = is_kernel & (g["stream"] == stream)
+    for stream in np.unique(g["stream"][g["is_kernel"]]):
+        m = g["is_kernel"] & (g["stream"] == stream)
         ts, te, launch = g["ts"][m], g["te"][m], g["launch_ts"][m]
         order = np.argsort(ts, kind="stable")
         ts, te, launch = ts[order], te[order], launch[order]

@@ -76,17 +76,18 @@ def read(tr: ImportedTrace) -> dict:
     ks, ke = g["ts"][on_comp & is_kernel], g["te"][on_comp & is_kernel]
     ns, ne = g["ts"][is_nccl], g["te"][is_nccl]
     per_step = []
+    cu_s, cu_e = intervals.union(cs, ce)  # the compute stream's busy time, merged once
     for lo, hi in windows or [(float(g["ts"].min()), float(g["te"].max()))]:
-        busy = _busy_in(cs, ce, lo, hi)
-        gaps = intervals.gaps(cs, ce, lo, hi)
+        clipped = intervals.clip(cu_s, cu_e, lo, hi)
+        busy = float((clipped[1] - clipped[0]).sum())
+        gaps = intervals.gaps_merged(cu_s, cu_e, lo, hi)
         biggest = max(gaps, key=lambda x: x[1] - x[0]) if gaps else (lo, lo)
         kin = (ks >= lo) & (ks < hi)
         k_s, k_e = ks[kin], ke[kin]
         nin = (ns >= lo) & (ns < hi)
         comm_u = intervals.union(ns[nin], ne[nin])
-        comp_u = intervals.union(cs, ce)
         comm_total = float((comm_u[1] - comm_u[0]).sum())
-        overlapped = _intersection(comm_u, comp_u)
+        overlapped = intervals.intersection_len(comm_u, intervals.clip(cu_s, cu_e, lo, max(hi, float(comm_u[1].max(initial=hi)))))
         per_step.append({
             "start_us": lo, "period_ms": (hi - lo) / 1e3, "busy_ms": busy / 1e3, "idle_ms": (hi - lo - busy) / 1e3,
             "largest_gap": {"start_us": biggest[0], "end_us": biggest[1], "ms": (biggest[1] - biggest[0]) / 1e3},
@@ -139,20 +140,6 @@ def read(tr: ImportedTrace) -> dict:
         "max_busy_ms": max(s["busy_ms"] for s in per_step),
     }
     return out
-
-
-def _intersection(a, b) -> float:
-    (as_, ae), (bs, be) = a, b
-    total, i, j = 0.0, 0, 0
-    while i < len(as_) and j < len(bs):
-        lo, hi = max(as_[i], bs[j]), min(ae[i], be[j])
-        if hi > lo:
-            total += hi - lo
-        if ae[i] < be[j]:
-            i += 1
-        else:
-            j += 1
-    return total
 
 
 def kernel_summary(g: dict, top: int = 10) -> dict:

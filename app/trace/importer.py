@@ -17,7 +17,7 @@ import os
 import re
 import tempfile
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -57,6 +57,7 @@ class ImportedTrace:
     source: str
     fast_path: bool
     float_ts: bool = False  # some ts written as a float (Kineto 2024+, or float absolute µs)
+    cache: dict = field(default_factory=dict)  # derived tables analyses share (app.analysis.hta)
 
     @property
     def base_time_ns(self) -> int | None:

@@ -35,3 +35,34 @@ def gaps(starts, ends, lo: int, hi: int) -> list[tuple[int, int]]:
     edges_s = np.concatenate([[lo], e])
     edges_e = np.concatenate([s, [hi]])
     return [(int(a), int(b)) for a, b in zip(edges_s, edges_e) if b > a]
+
+
+def clip(us: np.ndarray, ue: np.ndarray, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+    """The part of already merged, sorted intervals inside [lo, hi) (searchsorted: cheap per window)."""
+    i = int(np.searchsorted(ue, lo, side="right"))
+    j = int(np.searchsorted(us, hi, side="left"))
+    return np.clip(us[i:j], lo, hi), np.clip(ue[i:j], lo, hi)
+
+
+def gaps_merged(us: np.ndarray, ue: np.ndarray, lo: float, hi: float) -> list[tuple[float, float]]:
+    """Idle intervals in [lo, hi) given merged, sorted intervals."""
+    s, e = clip(us, ue, lo, hi)
+    edges_s = np.concatenate([[lo], e])
+    edges_e = np.concatenate([s, [hi]])
+    keep = edges_e > edges_s
+    return list(zip(edges_s[keep].tolist(), edges_e[keep].tolist()))
+
+
+def intersection_len(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
+    """Length of the intersection of two sets of merged, sorted intervals."""
+    (as_, ae), (bs, be) = a, b
+    total, i, j = 0.0, 0, 0
+    while i < len(as_) and j < len(bs):
+        lo, hi = max(as_[i], bs[j]), min(ae[i], be[j])
+        if hi > lo:
+            total += hi - lo
+        if ae[i] < be[j]:
+            i += 1
+        else:
+            j += 1
+    return float(total)
