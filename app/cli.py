@@ -120,6 +120,17 @@ def cmd_analyze(args) -> None:
               f"{result['max_over_median']}; last to arrive at the collectives: rank {result['straggler_rank']}.")
 
 
+def cmd_sql(args) -> None:
+    from app.analysis import sql
+    from app.trace.importer import TraceImportError, load
+
+    try:
+        result = sql.run(load(args.trace), args.query)
+    except (TraceImportError, sql.QueryRefused, sql.QueryFailed) as e:
+        raise InstanceError(str(e)) from None
+    print(json.dumps(result.as_json(), indent=1, default=str))
+
+
 def cmd_serve(args) -> None:
     import uvicorn
 
@@ -155,6 +166,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="JSON instead of text")
     p.add_argument("--hta", action="store_true", help="add Holistic Trace Analysis' metrics, with its definitions")
     p.set_defaults(func=cmd_analyze)
+    p = sub.add_parser("sql", help="a read-only SQL query over a trace (tables slice, track, thread, process, counter)")
+    p.add_argument("trace", help="Kineto JSON file (.json or .json.gz)")
+    p.add_argument("query", help="one SELECT statement")
+    p.set_defaults(func=cmd_sql)
     p = sub.add_parser("serve", help="serve the web app")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)

@@ -112,3 +112,13 @@ def test_analyze_bad_file_is_one_line(tmp_path, content, needle):
     path.write_bytes(content)
     out = run("analyze", str(path))
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1 and needle in out.stderr
+
+
+def test_sql_prints_rows_and_refuses_file_access(tmp_path):
+    path = tmp_path / "t.json.gz"
+    assert run("generate", "ddp", "--seed", "1", "-o", str(path)).returncode == 0
+    out = run("sql", str(path), "SELECT count(*) AS n FROM slice WHERE name LIKE 'ProfilerStep#%'")
+    assert out.returncode == 0 and json.loads(out.stdout)["rows"] == [[4]]
+    for query in ("SELECT * FROM read_csv('/etc/passwd')", "COPY slice TO '/tmp/x.csv'", "ATTACH 'x.db'"):
+        bad = run("sql", str(path), query)
+        assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and bad.stdout == ""
