@@ -17,6 +17,12 @@ class Settings(BaseSettings):
     # PostgreSQL works through the same code: DATABASE_URL=postgresql+psycopg://...
     database_url: str = Field(default=f"sqlite:///{ROOT / 'data' / 'tracedojo.db'}",
                               validation_alias="DATABASE_URL")
+    # Uploaded traces: the file as sent (gzip counts compressed) and, once decompressed,
+    # the importer's own limit. Larger uploads get a 413.
+    max_upload_bytes: int = 256 * 2**20
+    max_trace_bytes: int = 2**30
+    # Uploaded traces are kept in memory (the database stores instances, never traces).
+    upload_cache_size: int = 8
 
 
 @lru_cache

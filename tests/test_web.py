@@ -68,3 +68,71 @@ def test_bad_requests_get_a_clear_error(client, url, status, needle):
     r = client.get(url)
     assert r.status_code == status
     assert needle in r.json()["error"]
+
+
+FIXTURES = __import__("pathlib").Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kineto"
+
+
+def _upload(client, name, content):
+    return client.post("/api/traces", files={"trace": (name, content, "application/octet-stream")})
+
+
+@pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"shared fixtures not found at {FIXTURES}")
+def test_upload_a_real_trace_and_read_it(client):
+    raw = (FIXTURES / "hta_nccl_data_rank0.json.gz").read_bytes()
+    r = _upload(client, "rank0.json.gz", raw)
+    assert r.status_code == 200
+    body = r.json()
+    assert body["steps"]["count"] == 3 and body["hta"]["idle_time_pctg"] == 77.78
+    page = client.get(body["url"])
+    assert page.status_code == 200 and "1. Step boundary" in page.text and "77.78" in page.text
+    assert client.get(body["url"] + ".json").json()["id"] == body["id"]
+    q = client.post(f"/api/traces/{body['id']}/sql", json={"query": "SELECT count(*) FROM slice WHERE name LIKE 'ProfilerStep#%'"})
+    assert q.json()["rows"] == [[3]]
+    refused = client.post(f"/api/traces/{body['id']}/sql", json={"query": "SELECT * FROM read_csv('/etc/passwd')"})
+    assert refused.status_code == 403 and "Permission" in refused.json()["error"]
+    form = client.post("/upload", files={"trace": ("rank0.json.gz", raw, "application/gzip")}, follow_redirects=False)
+    assert form.status_code == 303 and form.headers["location"] == body["url"]
+    with_query = client.get(body["url"], params={"q": "COPY slice TO '/tmp/x.csv'"})
+    assert "not COPY" in with_query.text
+
+
+def test_upload_page_has_a_file_input(client):
+    page = client.get("/upload")
+    assert page.status_code == 200 and 'type="file"' in page.text
+
+
+@pytest.mark.parametrize("content,status,needle", [
+    (b"", 400, "empty"),
+    (b"definitely not json", 400, "is not JSON"),
+    (b'{"traceEvents": [{"ph": "X", "name": "k", "cat": "kernel", "pid": 0, "tid": 7, "dur": 1}]}', 400, "no ts"),
+    (__import__("gzip").compress(b"{" + b" " * 3_000_000 + b"}"), 413, "limit"),
+])
+def test_bad_uploads_get_a_clear_error(client, content, status, needle):
+    from app.config import get_settings
+
+    settings = get_settings()
+    old = settings.max_trace_bytes
+    settings.max_trace_bytes = 2_000_000
+    try:
+        r = _upload(client, "t.json", content)
+    finally:
+        settings.max_trace_bytes = old
+    assert r.status_code == status and needle in r.json()["error"]
+
+
+def test_oversize_upload_is_413(client):
+    from app.config import get_settings
+
+    settings = get_settings()
+    old = settings.max_upload_bytes
+    settings.max_upload_bytes = 1000
+    try:
+        r = _upload(client, "big.json", b"{" + b" " * 5000 + b"}")
+    finally:
+        settings.max_upload_bytes = old
+    assert r.status_code == 413 and "upload limit" in r.json()["error"]
+
+
+def test_unknown_trace_is_404(client):
+    assert client.get("/traces/0123456789abcdef.json").status_code == 404

@@ -15,6 +15,7 @@ from app import __version__
 from app.config import ROOT, get_settings
 from app.scenario import InstanceError
 from app.trace import kineto
+from app.web import traces
 from app.web.instances import cached, resolve
 
 templates = Jinja2Templates(directory=str(ROOT / "templates"))
@@ -43,6 +44,7 @@ def create_app(migrate: bool = True) -> FastAPI:
         upgrade_to_head(settings.database_url)
     app = FastAPI(title="Trace Dojo", version=__version__)
     app.mount("/static", StaticFiles(directory=str(ROOT / "static")), name="static")
+    app.include_router(traces.router)
 
     @app.get("/", include_in_schema=False)
     def index(request: Request):
