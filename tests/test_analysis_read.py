@@ -69,3 +69,11 @@ def test_real_trace_reads_in_discipline_order():
     assert list(r)[2:7] == ["steps", "gaps", "overlap", "kernels", "launch"]
     assert r["steps"]["count"] >= 2 and r["steps"]["period_ms"] > 0
     assert r["kernels"]["top"][0]["time_pct"] > 0
+
+
+@pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"shared fixtures not found at {FIXTURES}")
+def test_sampled_pair_names_rank_1_as_the_straggler():
+    """HTA's straggler detector names rank 1 of this pair; so does our late-arrival count."""
+    traces = [importer.load(FIXTURES / f"sampled_rank-{r}.json.gz") for r in (0, 1)]
+    r = read.read_ranks(traces)
+    assert r["straggler_rank"] == 1 and r["rank_ids"] == [0, 1]
