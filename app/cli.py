@@ -92,18 +92,11 @@ def cmd_analyze(args) -> None:
     except TraceImportError as e:
         raise InstanceError(str(e)) from None
 
-    def hta_figures(tr) -> dict:
-        tb = hta.temporal_breakdown(tr)
-        return {**{k: tb[k] for k in ("idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg",
-                                      "kernel_time_us")},
-                "comp_comm_overlap_pctg": hta.comm_comp_overlap_pctg(tr),
-                "idle_breakdown": {str(s): v for s, v in hta.idle_breakdown(tr).items()}}
-
     reads = [read.read(t) for t in traces]
     for r, t in zip(reads, traces):
         r.pop("metrics", None)
         if args.hta:
-            r["hta"] = hta_figures(t)
+            r["hta"] = hta.figures(t)
     if len(traces) > 1:
         multi = read.read_ranks(traces)
         result = {"ranks": reads, "rank_ids": multi["rank_ids"], "rank_compute_ms": multi["rank_compute_ms"],

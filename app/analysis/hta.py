@@ -126,3 +126,11 @@ def idle_breakdown(tr: ImportedTrace, kernel_wait_us: float = KERNEL_WAIT_US) ->
         out[int(stream)] = {"host_wait": float(gap[host].sum()), "kernel_wait": float(gap[kernel].sum()),
                             "other": float(gap[~host & ~kernel].sum())}
     return out
+
+
+def figures(tr: ImportedTrace) -> dict:
+    """HTA's figures as `tracedojo analyze --hta` and the upload page report them."""
+    tb = temporal_breakdown(tr)
+    return {**{k: tb[k] for k in ("idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg", "kernel_time_us")},
+            "comp_comm_overlap_pctg": comm_comp_overlap_pctg(tr),
+            "idle_breakdown": {str(s): v for s, v in idle_breakdown(tr).items()}}

@@ -49,11 +49,7 @@ async def _receive(upload: UploadFile, settings: Settings) -> str:
 def _analysis(tr: ImportedTrace) -> dict:
     r = read.read(tr)
     r.pop("metrics", None)
-    tb = hta.temporal_breakdown(tr)
-    r["hta"] = {**{k: tb[k] for k in ("idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg",
-                                      "kernel_time_us")},
-                "comp_comm_overlap_pctg": hta.comm_comp_overlap_pctg(tr),
-                "idle_breakdown": {str(s): v for s, v in hta.idle_breakdown(tr).items()}}
+    r["hta"] = hta.figures(tr)
     return r
 
 
