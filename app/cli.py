@@ -124,6 +124,15 @@ def cmd_sql(args) -> None:
     print(json.dumps(result.as_json(), indent=1, default=str))
 
 
+def cmd_tool(args) -> None:
+    from app import tools
+
+    try:
+        print(tools.run(args.tool_id, _instance(args)))
+    except tools.ToolNotApplicable as e:
+        print(f"{args.tool_id} does not apply here: {e}")
+
+
 def cmd_serve(args) -> None:
     import uvicorn
 
@@ -154,6 +163,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("key", help="print an instance's answer key as JSON")
     _instance_args(p)
     p.set_defaults(func=cmd_key)
+    p = sub.add_parser("tool", help="run a measurement on an instance, printed as the real tool prints it")
+    _instance_args(p)
+    p.add_argument("tool_id", help="e.g. nsys-kern-sum, nsys-api-sum, nvidia-smi, dcgm")
+    p.set_defaults(func=cmd_tool)
     p = sub.add_parser("analyze", help="the reference read of torch.profiler traces (one per rank)")
     p.add_argument("traces", nargs="+", help="Kineto JSON files (.json or .json.gz)")
     p.add_argument("--json", action="store_true", help="JSON instead of text")

@@ -136,3 +136,12 @@ def test_oversize_upload_is_413(client):
 
 def test_unknown_trace_is_404(client):
     assert client.get("/traces/0123456789abcdef.json").status_code == 404
+
+
+def test_run_a_tool_over_http(client):
+    r = client.get("/api/scenarios/straggler/canonical/tools/dcgm").json()
+    assert r["applicable"] and "SMCLK" in r["output"] and r["command"].startswith("dcgmi")
+    assert client.get("/api/scenarios/ddp/1/tools/nsys-kern-sum?steps=5").json()["output"].count("ncclDevKernel_AllReduce") == 1
+    missing = client.get("/api/scenarios/ddp/1/tools/perf-magic")
+    assert missing.status_code == 404 and "valid tools" in missing.json()["error"]
+    assert client.get("/api/scenarios/nope/1/tools/dcgm").status_code == 404

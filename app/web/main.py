@@ -72,6 +72,22 @@ def create_app(migrate: bool = True) -> FastAPI:
     def key_json(sid: str, seed: str, request: Request):
         return resolve(sid, seed, request).key
 
+    @app.get("/api/scenarios/{sid}/{seed}/tools/{tool_id}")
+    def run_tool(sid: str, seed: str, tool_id: str, request: Request):
+        """A measurement on an instance, as the real tool prints it (or why it does not apply)."""
+        from app import tools
+
+        inst = resolve(sid, seed, request)
+        if tool_id not in tools.TOOLS:
+            raise HTTPException(404, f"unknown tool {tool_id!r}; valid tools: {', '.join(tools.TOOLS)}")
+        tool = tools.TOOLS[tool_id]
+        try:
+            return {"tool": tool_id, "title": tool.title, "command": tool.command, "applicable": True,
+                    "output": tool.run(inst)}
+        except tools.ToolNotApplicable as e:
+            return {"tool": tool_id, "title": tool.title, "command": tool.command, "applicable": False,
+                    "reason": str(e)}
+
     @app.exception_handler(HTTPException)
     def http_error(request: Request, exc: HTTPException):
         return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
