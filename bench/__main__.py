@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from bench import analyze, generate
+from bench import analyze, generate, tools
 
-BENCHES = {"generate": generate.main, "analyze": analyze.main}
+BENCHES = {"generate": generate.main, "analyze": analyze.main, "tools": tools.main}
 
 
 def main(argv: list[str]) -> int:
