@@ -40,23 +40,22 @@ def _header(inst, report: str, title: str) -> str:
             f" ** {title} ({report}):\n\n")
 
 
-def kern_sum(inst, limit: int = 20) -> str:
+def _time_sum(inst, kind: Kind, report: str, title: str, count: str, limit: int) -> str:
+    """cuda_gpu_kern_sum and cuda_api_sum: the same table over kernels or API calls."""
     t = inst.trace(0)
-    m = t.kind == Kind.KERNEL
+    m = t.kind == kind
     s = _summary(t.names, t.name[m], t.dur_ns[m])
-    head = ["Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
-            "StdDev (ns)", "Name"]
-    more = f"\n ({len(s) - limit} more kernels)" if len(s) > limit else ""
-    return _header(inst, "cuda_gpu_kern_sum", "CUDA GPU Kernel Summary") + table(head, _rows(s, limit), {8}) + more
+    head = ["Time (%)", "Total Time (ns)", count, "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)", "StdDev (ns)", "Name"]
+    more = f"\n ({len(s) - limit} more rows)" if len(s) > limit else ""
+    return _header(inst, report, title) + table(head, _rows(s, limit), {8}) + more
+
+
+def kern_sum(inst, limit: int = 20) -> str:
+    return _time_sum(inst, Kind.KERNEL, "cuda_gpu_kern_sum", "CUDA GPU Kernel Summary", "Instances", limit)
 
 
 def api_sum(inst, limit: int = 20) -> str:
-    t = inst.trace(0)
-    m = t.kind == Kind.RUNTIME
-    s = _summary(t.names, t.name[m], t.dur_ns[m])
-    head = ["Time (%)", "Total Time (ns)", "Num Calls", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
-            "StdDev (ns)", "Name"]
-    return _header(inst, "cuda_api_sum", "CUDA API Summary") + table(head, _rows(s, limit), {8})
+    return _time_sum(inst, Kind.RUNTIME, "cuda_api_sum", "CUDA API Summary", "Num Calls", limit)
 
 
 def nvtx_sum(inst, limit: int = 20) -> str:

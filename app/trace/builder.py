@@ -79,7 +79,7 @@ class Trace:
 
     def flow_count(self) -> int:
         """ac2g flows the export adds: one s/f pair per GPU op whose launch is in the trace."""
-        return 2 * len(_launch_pairs(self)[0])
+        return 2 * len(launch_pairs(self)[0])
 
     def event_count(self) -> int:
         """Events the Kineto export writes: metadata, flows, and the profiler's own
@@ -88,7 +88,7 @@ class Trace:
                 + len(self.threads) * 2 + 2)
 
 
-def _launch_pairs(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+def launch_pairs(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """Indices (launch, gpu op) of events joined by correlation id."""
     is_launch = (trace.kind == Kind.RUNTIME) & (trace.corr > 0)
     is_gpu = ((trace.kind == Kind.KERNEL) | (trace.kind == Kind.MEMORY)) & (trace.corr > 0)
@@ -104,8 +104,6 @@ def _launch_pairs(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     hit = keys[pos] == trace.corr[gi]
     return li_sorted[pos[hit]], gi[hit]
 
-
-launch_pairs = _launch_pairs
 
 
 class TraceBuilder:

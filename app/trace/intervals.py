@@ -29,12 +29,7 @@ def busy_ns(starts, ends, lo: int, hi: int) -> int:
 
 def gaps(starts, ends, lo: int, hi: int) -> list[tuple[int, int]]:
     """Idle intervals inside [lo, hi) not covered by any interval, in time order."""
-    s, e = union(np.asarray(starts), np.asarray(ends))
-    keep = (e > lo) & (s < hi)
-    s, e = np.clip(s[keep], lo, hi), np.clip(e[keep], lo, hi)
-    edges_s = np.concatenate([[lo], e])
-    edges_e = np.concatenate([s, [hi]])
-    return [(int(a), int(b)) for a, b in zip(edges_s, edges_e) if b > a]
+    return gaps_merged(*union(np.asarray(starts), np.asarray(ends)), lo, hi)
 
 
 def clip(us: np.ndarray, ue: np.ndarray, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
