@@ -27,7 +27,7 @@ def render(r: dict, hta: dict | None = None) -> str:
         top = bm["cpu"][0]
         lines.append(f"   While it idles ({bm['window_ms']:,.2f} ms): {top['thread']} is in {top['slice'][:80]} "
                      f"for {top['ms']:,.2f} ms.")
-    others = {k: v for k, v in bm["gpu_streams_ms"].items() if not k.endswith(f":{cs['stream']}")}
+    others = {k: v for k, v in bm["gpu_streams_ms"].items() if not k.endswith(f":{cs['stream']}") and v >= 0.01}
     if others:
         lines.append("   Other GPU streams busy in that gap: " +
                      ", ".join(f"stream {k.split(':')[1]} {v:,.2f} ms" for k, v in others.items()) + ".")
