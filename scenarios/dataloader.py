@@ -754,6 +754,9 @@ def _key(p, seed, gpu, v, ph, steps, batches, buckets, trace, topo, fwd, bwd, op
                        "wait_ms": round(wait_ms, 2),
                        "fix": {"workers": FIX_WORKERS, "supply_img_s": round(fixed_supply, 1), "pin_memory": True,
                                "prefetch_factor": 4}},
+        "ddp": {"bucket_cap_mb": BUCKET_CAP_MIB, "first_bucket_mb": FIRST_BUCKET_MIB, "grad_dtype": "float32",
+                "grad_bytes": sum(b["bytes"] for b in buckets), "bucket_bytes": [b["bytes"] for b in buckets],
+                "world_size": n},
         "experiments": {
             "synthetic_data": {"step_ms_before": round(step_ms, 2), "step_ms_synthetic": round(synthetic_ms, 2),
                                "gpu_idle_ms_before": round(idle_ms, 2),

@@ -245,8 +245,10 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
         "gpu": {"key": gpu.key, "peak_tflops": gpu.bf16_tflops, "mem_tbps": gpu.mem_tbps,
                 "ridge_flop_per_byte": round(physics.ridge_point(gpu), 1), "count": n},
         "model": {**shape, "params": n_params, "tokens_per_gpu": p.tokens_per_gpu},
-        "experiments": {"ddp_debug": {"bucket_cap_mb": 25, "expected_buckets": buckets, "observed_buckets": 1,
-                                      "grad_bytes": grad_bytes}},
+        # What DDP's reducer was built with (the ddp-debug tool prints it as DDP's logger
+        # does); the trace shows what actually ran: one all-reduce per step.
+        "ddp": {"bucket_cap_mb": 25.0, "first_bucket_mb": 1.0, "grad_dtype": "bfloat16", "grad_bytes": grad_bytes,
+                "bucket_bytes": physics.ddp_bucket_bytes(grad_bytes), "world_size": n},
         "steps": [{"start_us": s["start"] / 1e3, "end_us": s["end"] / 1e3} for s in steps],
     }
     return Built(key=key, artifacts=artifacts, trace_for_rank=lambda rank: trace, ranks=1)

@@ -76,8 +76,8 @@ from app.trace.emit import launch_phase
 from app.workload import KernelSpec
 
 HEAD_DIM = 128
-GRAPH_GAP_US = 0.4  # device-side gap between kernels replayed from a CUDA graph
-GRAPH_HOST_MS = 0.06  # per token with graphs: cudaGraphLaunch, sampling host work, the item sync
+GRAPH_GAP_US = physics.CUDA_GRAPH_NODE_GAP_US
+GRAPH_HOST_MS = physics.CUDA_GRAPH_HOST_MS
 FUSED_POINTWISE_PER_LAYER = 4  # torch.compile: rmsnorm, rotary, add+rmsnorm, silu*mul
 FUSED_TAIL_KERNELS = 8  # embedding, cos/sin, final norm, logits processing, top-k x2, sample, stop
 FUSED_KERNEL_FACTOR = 1.25  # a fused pointwise kernel does a few ops' work: 1.25x a lone one
