@@ -127,10 +127,19 @@ def cmd_sql(args) -> None:
 def cmd_tool(args) -> None:
     from app import tools
 
+    options = {"kernel": args.kernel} if args.kernel else {}
+    inst = _instance(args)
     try:
-        print(tools.run(args.tool_id, _instance(args)))
+        if args.json:
+            print(json.dumps({"tool": args.tool_id, "applicable": True, "output": tools.run(args.tool_id, inst, **options),
+                              "chart": tools.chart(args.tool_id, inst, **options)}))
+        else:
+            print(tools.run(args.tool_id, inst, **options))
     except tools.ToolNotApplicable as e:
-        print(f"{args.tool_id} does not apply here: {e}")
+        if args.json:
+            print(json.dumps({"tool": args.tool_id, "applicable": False, "reason": str(e)}))
+        else:
+            print(f"{args.tool_id} does not apply here: {e}")
 
 
 def cmd_serve(args) -> None:
@@ -165,7 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_key)
     p = sub.add_parser("tool", help="run a measurement on an instance, printed as the real tool prints it")
     _instance_args(p)
-    p.add_argument("tool_id", help="e.g. nsys-kern-sum, nsys-api-sum, nvidia-smi, dcgm")
+    p.add_argument("tool_id", help="nsys-kern-sum, nsys-api-sum, nsys-nvtx-sum, nsys-mem-sum, per-rank, nvidia-smi, "
+                   "dcgm, ncu, gemm-microbench, synthetic-data, cuda-graph, ddp-debug, request-log, itl-scatter")
+    p.add_argument("--kernel", metavar="REGEX", help="ncu: the kernel to profile (default: the top one)")
+    p.add_argument("--json", action="store_true", help="the output and its chart data as JSON")
     p.set_defaults(func=cmd_tool)
     p = sub.add_parser("analyze", help="the reference read of torch.profiler traces (one per rank)")
     p.add_argument("traces", nargs="+", help="Kineto JSON files (.json or .json.gz)")

@@ -145,3 +145,15 @@ def test_run_a_tool_over_http(client):
     missing = client.get("/api/scenarios/ddp/1/tools/perf-magic")
     assert missing.status_code == 404 and "valid tools" in missing.json()["error"]
     assert client.get("/api/scenarios/nope/1/tools/dcgm").status_code == 404
+
+
+def test_tool_charts_and_options_over_http(client):
+    scatter = client.get("/api/scenarios/prefill/canonical/tools/itl-scatter").json()
+    assert scatter["chart"]["kind"] == "scatter" and len(scatter["chart"]["x"]) == len(scatter["chart"]["y"]) > 100
+    assert client.get("/api/scenarios/ddp/2/tools/dcgm").json()["chart"] is None
+    ncu = client.get("/api/scenarios/skinny-gemm/canonical/tools/ncu?kernel=128x256.*_nt").json()
+    assert ncu["chart"]["kernel"].endswith("_nt")
+    bad = client.get("/api/scenarios/skinny-gemm/canonical/tools/ncu?kernel=[")
+    assert bad.status_code == 400 and "bad kernel regex" in bad.json()["error"]
+    na = client.get("/api/scenarios/launch-bound/1/tools/request-log").json()
+    assert na["applicable"] is False and "no serving requests" in na["reason"]

@@ -15,7 +15,11 @@ class Tool:
     id: str
     title: str
     command: str  # what the engineer would type
-    run: Callable  # (instance) -> str
+    run: Callable  # (instance, **options) -> str, as the real tool prints it
+    # (instance, **options) -> dict: the same figures as data, for the tools whose natural
+    # output is a chart (roofline, scatter, per-rank bars); None where text is the output.
+    chart: Callable | None = None
+    options: tuple[str, ...] = ()  # named options the tool accepts, e.g. ("kernel",) for ncu
 
 
 def table(headers: list[str], rows: list[list], left: set[int] = frozenset()) -> str:
@@ -41,3 +45,17 @@ def ns(value: float) -> str:
 
 def ns1(value: float) -> str:
     return f"{value:,.1f}"
+
+
+def step_windows_ns(inst) -> list[tuple[int, int]]:
+    """The instance's unit windows (training steps, decode tokens, serving iterations) in
+    the trace's ns, from the answer key's windows that the read recovers (contract 3)."""
+    return [(int(round(s["start_us"] * 1e3)), int(round(s["end_us"] * 1e3))) for s in inst.artifacts["steps"]]
+
+
+def program(inst) -> str:
+    """What the profiled program is launched as, for the tools' command lines."""
+    a = inst.artifacts
+    if "serving" in a:
+        return "python -m vllm.entrypoints.openai.api_server"
+    return "python decode.py" if "decode" in a else "python train.py"

@@ -74,19 +74,23 @@ def create_app(migrate: bool = True) -> FastAPI:
 
     @app.get("/api/scenarios/{sid}/{seed}/tools/{tool_id}")
     def run_tool(sid: str, seed: str, tool_id: str, request: Request):
-        """A measurement on an instance, as the real tool prints it (or why it does not apply)."""
+        """A measurement on an instance, as the real tool prints it (or why it does not
+        apply), with its figures as chart data where the tool's natural output is a chart."""
         from app import tools
 
         inst = resolve(sid, seed, request)
         if tool_id not in tools.TOOLS:
             raise HTTPException(404, f"unknown tool {tool_id!r}; valid tools: {', '.join(tools.TOOLS)}")
         tool = tools.TOOLS[tool_id]
+        options = {k: v for k, v in request.query_params.items() if k in tool.options and v}
+        head = {"tool": tool_id, "title": tool.title, "command": tool.command}
         try:
-            return {"tool": tool_id, "title": tool.title, "command": tool.command, "applicable": True,
-                    "output": tool.run(inst)}
+            return {**head, "applicable": True, "output": tools.run(tool_id, inst, **options),
+                    "chart": tools.chart(tool_id, inst, **options)}
         except tools.ToolNotApplicable as e:
-            return {"tool": tool_id, "title": tool.title, "command": tool.command, "applicable": False,
-                    "reason": str(e)}
+            return {**head, "applicable": False, "reason": str(e)}
+        except InstanceError as e:  # a bad option, e.g. an ncu kernel regex that matches nothing
+            raise HTTPException(400, str(e)) from None
 
     @app.exception_handler(HTTPException)
     def http_error(request: Request, exc: HTTPException):
