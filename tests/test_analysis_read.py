@@ -77,3 +77,68 @@ def test_sampled_pair_names_rank_1_as_the_straggler():
     traces = [importer.load(FIXTURES / f"sampled_rank-{r}.json.gz") for r in (0, 1)]
     r = read.read_ranks(traces)
     assert r["straggler_rank"] == 1 and r["rank_ids"] == [0, 1]
+
+
+def _without_profiler_steps(sid, tmp_path: Path, mode: str) -> tuple[dict, float]:
+    """The instance's trace with ProfilerStep# renamed to a hand-written annotation, or
+    with every annotation gone, read back."""
+    import json
+
+    inst = scenarios.get(sid).instance("canonical")
+    doc = json.loads(kineto.dumps(inst.trace(0)))
+    if mode == "renamed":
+        events = [dict(e, name=e["name"].replace("ProfilerStep#", "train_step ")) for e in doc["traceEvents"]]
+    else:
+        events = [e for e in doc["traceEvents"] if e.get("cat") not in ("user_annotation", "gpu_user_annotation")]
+    path = tmp_path / f"{sid}.json"
+    path.write_text(json.dumps(dict(doc, traceEvents=events)))
+    return read.read(importer.load(path))["steps"], observation(inst.key, "step_ms")
+
+
+@pytest.mark.parametrize("sid", list(scenarios.REGISTRY))
+def test_steps_from_a_repeating_annotation(sid, tmp_path):
+    st, step_ms = _without_profiler_steps(sid, tmp_path, "renamed")
+    assert st["source"] == "annotation 'train_step'"
+    assert st["period_ms"] == pytest.approx(step_ms, rel=0.02)
+
+
+@pytest.mark.parametrize("sid", list(scenarios.REGISTRY))
+def test_steps_from_the_kernel_sequence_alone(sid, tmp_path):
+    """No annotations at all: the period of the compute stream's kernel sequence, or no
+    steps (serving iterations change shape every time), never a wrong period."""
+    st, step_ms = _without_profiler_steps(sid, tmp_path, "bare")
+    if st["source"] is None:
+        assert st["period_ms"] is None and sid == "prefill"
+    else:
+        assert st["source"] == "kernel-sequence period"
+        assert st["period_ms"] == pytest.approx(step_ms, rel=0.02)
+
+
+def test_an_amd_rocm_trace_reads_like_its_nvidia_twin(tmp_path):
+    """ROCm Kineto files: GPU events on pid 2, stream 0, hip* runtime names, and the
+    ProfilerStep# copies on the GPU track (kineto-format.md). Same read, same numbers."""
+    import json
+
+    inst = scenarios.get("dataloader").instance(6)
+    doc = json.loads(kineto.dumps(inst.trace(0)))
+    amd = []
+    for e in doc["traceEvents"]:
+        e = dict(e, args=dict(e.get("args", {})))
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") or (e.get("ph") == "M" and e.get("pid") == 0):
+            e["pid"] = 2
+            if "stream" in e["args"]:
+                e["args"]["stream"] = e["tid"] = e["args"]["stream"] - 7  # compute stream 7 -> 0
+        if e.get("cat") == "cuda_runtime":
+            e["name"] = e["name"].replace("cudaLaunchKernel", "hipLaunchKernel").replace("cuda", "hip")
+        amd.append(e)
+        if e.get("name", "").startswith("ProfilerStep#") and e.get("cat") == "user_annotation":
+            amd.append(dict(e, cat="gpu_user_annotation", pid=2, tid=0, args={}))
+    nvidia, rocm = tmp_path / "nv.json", tmp_path / "rocm.json"
+    nvidia.write_text(json.dumps(doc))
+    rocm.write_text(json.dumps(dict(doc, traceEvents=amd)))
+    a, b = read.read(importer.load(nvidia)), read.read(importer.load(rocm))
+    assert b["gaps"]["compute_stream"] == {"gpu": "2", "stream": 0}
+    assert b["steps"]["count"] == a["steps"]["count"], "the GPU-side ProfilerStep# copies are not steps"
+    for metric in ("step_ms", "compute_busy_ms", "compute_idle_ms", "kernels_per_step", "h2d_ms_per_step"):
+        assert b["metrics"][metric] == pytest.approx(a["metrics"][metric], rel=1e-6), metric
+    assert b["launch"]["launch_delay_us"] == pytest.approx(a["launch"]["launch_delay_us"], rel=1e-6)

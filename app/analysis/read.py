@@ -21,11 +21,67 @@ GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 NCCL = re.compile(r"^nccl")  # ncclKernel_* (NCCL <= 2.18) and ncclDevKernel_* (2.19+)
 
 
-def steps(tr: ImportedTrace) -> list[tuple[float, float]]:
-    """CPU ProfilerStep# spans (start, end) µs; GPU-side copies (gpu_user_annotation) ignored."""
-    return [tuple(r) for r in tr.con.execute(
+def steps(tr: ImportedTrace, g: dict | None = None) -> tuple[list[tuple[float, float]], str | None]:
+    """Step spans (start, end) µs and how they were found, in the discipline's order of
+    preference: CPU `ProfilerStep#` annotations (the GPU-side copies ignored), else the
+    record_function annotation that repeats and covers the most of the timeline (a
+    hand-written "train_step"), else the period of the compute stream's kernel sequence."""
+    st = [tuple(r) for r in tr.con.execute(
         "SELECT ts, ts + dur FROM events WHERE ph = 'X' AND name LIKE 'ProfilerStep#%' "
         "AND cat IN ('user_annotation', 'cpu_op') ORDER BY ts").fetchall()]
+    if st:
+        return st, "ProfilerStep#"
+    st, name = _repeating_annotation(tr)
+    if st:
+        return st, f"annotation {name!r}"
+    st = _periodic(g if g is not None else _gpu(tr))
+    return st, ("kernel-sequence period" if st else None)
+
+
+def _repeating_annotation(tr: ImportedTrace) -> tuple[list[tuple[float, float]], str | None]:
+    """The CPU annotation (numbers stripped from its name: "step 12" and "step 13" are one)
+    that occurs at least twice without overlapping itself and covers the most time."""
+    rows = tr.con.execute(
+        r"""SELECT regexp_replace(name, '[#_ ]*\d+$', '') AS base, ts, ts + dur FROM events
+            WHERE ph = 'X' AND cat = 'user_annotation' AND dur > 0 ORDER BY ts""").fetchall()
+    spans: dict[str, list[tuple[float, float]]] = {}
+    for base, a, b in rows:
+        spans.setdefault(base, []).append((a, b))
+    best, cover = None, 0.0
+    for base, sp in spans.items():
+        if len(sp) < 2 or any(sp[i + 1][0] < sp[i][1] for i in range(len(sp) - 1)):
+            continue
+        c = sum(b - a for a, b in sp)
+        if c > cover:
+            best, cover = base, c
+    return (spans[best], best) if best else ([], None)
+
+
+def _periodic(g: dict, min_match: float = 0.9) -> list[tuple[float, float]]:
+    """Steps from the compute stream alone: a training or decode step launches the same
+    kernel sequence every time, so the sequence repeats with a period of p kernels. The
+    candidates for p are the spacings of the rarest repeating kernel name; the phase is
+    the kernel after the longest recurring idle gap (a step starts when its input lands)."""
+    comp = compute_stream(g)
+    if comp is None:
+        return []
+    m = np.array([(p, s) == comp and c == "kernel" for p, s, c in zip(g["pid"], g["stream"].tolist(), g["cat"])])
+    names = [n for n, k in zip(g["name"], m) if k]
+    ts, te = g["ts"][m], g["te"][m]
+    _, ids, counts = np.unique(names, return_inverse=True, return_counts=True)
+    n = len(ids)
+    for name_id in np.argsort(counts, kind="stable"):
+        if counts[name_id] < 2:
+            continue
+        at = np.flatnonzero(ids == name_id)
+        p = int(at[1] - at[0])
+        if p < 1 or n < 2 * p or np.mean(ids[:-p] == ids[p:]) < min_match:
+            continue
+        gaps_before = np.r_[0.0, ts[1:] - te[:-1]]
+        phase = int(np.argmax([gaps_before[i::p].mean() for i in range(p)]))
+        bounds = ts[phase::p].tolist()
+        return [(a, b) for a, b in zip(bounds, bounds[1:] + [float(te[-1])])]
+    return []
 
 
 def _gpu(tr: ImportedTrace) -> dict[str, np.ndarray | list]:
@@ -54,7 +110,7 @@ def _busy_in(s: np.ndarray, e: np.ndarray, lo: float, hi: float) -> float:
 def read(tr: ImportedTrace) -> dict:
     """The read of one trace: steps, gaps, overlap, kernels and launches, plus `metrics`."""
     g = _gpu(tr)
-    st = steps(tr)
+    st, found_by = steps(tr, g)
     comp = compute_stream(g)
     out: dict = {"source": tr.source, "events": tr.events}
     starts = [a for a, _ in st]
@@ -64,7 +120,7 @@ def read(tr: ImportedTrace) -> dict:
                     "period_ms": round(statistics.median(periods), 3) if periods else None,
                     "period_min_ms": round(min(periods), 3) if periods else None,
                     "period_max_ms": round(max(periods), 3) if periods else None,
-                    "source": "ProfilerStep#" if st else None}
+                    "source": found_by}
     if comp is None:
         out["metrics"] = {"steps": len(st)}
         return out

@@ -11,10 +11,11 @@ def render(r: dict, hta: dict | None = None) -> str:
     lines = [f"{r['source']}: {r['events']:,} events"]
     st = r["steps"]
     if st["period_ms"]:
-        lines.append(f"1. Step boundary: {st['count']} ProfilerStep# annotations, period {_ms(st['period_ms'])} "
+        lines.append(f"1. Step boundary: {st['count']} steps by {st['source']}, period {_ms(st['period_ms'])} "
                      f"(min {_ms(st['period_min_ms'])}, max {_ms(st['period_max_ms'])}).")
     else:
-        lines.append("1. Step boundary: no ProfilerStep# annotations; figures cover the whole trace.")
+        lines.append("1. Step boundary: no ProfilerStep#, no repeating annotation, no periodic kernel sequence; "
+                     "figures cover the whole trace.")
     if "gaps" not in r:
         lines.append("No GPU kernels in this trace.")
         return "\n".join(lines)
