@@ -11,7 +11,7 @@ from app.cli import parse_seed
 from app.scenario import Instance, InstanceError
 
 # Query keys that are not scenario params.
-RESERVED = {"rank", "format", "kernel"}  # kernel: the ncu tool's -k
+RESERVED = {"rank", "format", "kernel", "testing"}  # kernel: ncu's -k; testing: the viewer's test hook
 
 
 @lru_cache(maxsize=32)  # instances are pure functions of their tuple; pages and downloads share them

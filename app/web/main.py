@@ -15,7 +15,7 @@ from app import __version__
 from app.config import ROOT, get_settings
 from app.scenario import InstanceError
 from app.trace import kineto
-from app.web import traces
+from app.web import timeline, traces
 from app.web.instances import cached, resolve
 
 templates = Jinja2Templates(directory=str(ROOT / "templates"))
@@ -60,6 +60,26 @@ def create_app(migrate: bool = True) -> FastAPI:
         query = f"?rank={rank}" if rank else ""
         return RedirectResponse(f"/scenarios/{quote(sid)}/{quote(seed.strip() or '0')}/trace.json{query}", 303)
 
+    @app.get("/scenarios/{sid}/{seed}.json")
+    def scenario_page_json(sid: str, seed: str, request: Request, rank: int = 0):
+        """The scenario page's JSON twin: the brief and what the page loads, never the key."""
+        return _page(sid, seed, request, rank)
+
+    @app.get("/scenarios/{sid}/{seed}", include_in_schema=False)
+    def scenario_page(sid: str, seed: str, request: Request, rank: int = 0):
+        return templates.TemplateResponse(request, "scenario.html", _page(sid, seed, request, rank))
+
+    @app.get("/api/scenarios/{sid}/{seed}/timeline.bin")
+    def timeline_bin(sid: str, seed: str, request: Request, rank: int = 0):
+        """One rank's trace as the viewer's compact columns (app/web/timeline.py)."""
+        inst = resolve(sid, seed, request)
+        try:
+            t = inst.trace(rank)
+        except InstanceError as e:
+            raise HTTPException(400, str(e)) from None
+        body = timeline.encode(t, f"{sid} · {seed} · rank {rank}", inst.artifacts.get("steps"))
+        return Response(body, media_type="application/octet-stream", headers={"Cache-Control": "private, max-age=3600"})
+
     @app.get("/scenarios/{sid}/{seed}/trace.json")
     def trace_json(sid: str, seed: str, request: Request, rank: int = 0):
         return _trace(sid, seed, request, rank, compress=False)
@@ -97,6 +117,27 @@ def create_app(migrate: bool = True) -> FastAPI:
         return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
 
     return app
+
+
+def _page(sid: str, seed: str, request: Request, rank: int) -> dict:
+    from app import tools
+
+    inst = resolve(sid, seed, request)
+    if not 0 <= rank < inst.ranks:
+        raise HTTPException(400, f"rank {rank} out of range: this instance has {inst.ranks} rank(s)")
+    scn = scenarios.get(sid)
+    query = request.url.query
+    q = f"?{query}" if query else ""
+    base = f"/scenarios/{sid}/{seed}"
+    return {
+        "scenario": {"id": scn.id, "title": scn.title, "version": scn.version},
+        "seed": seed, "rank": rank, "ranks": inst.ranks, "brief": inst.key["brief"],
+        "params": inst.params.model_dump(),
+        "timeline_url": f"/api/scenarios/{sid}/{seed}/timeline.bin{q}",
+        "trace_urls": [f"{base}/trace.json?rank={r}" + (f"&{query}" if query else "") for r in range(inst.ranks)],
+        "tools": [{"id": t.id, "title": t.title, "url": f"/api/scenarios/{sid}/{seed}/tools/{t.id}{q}"}
+                  for t in tools.TOOLS.values()],
+    }
 
 
 def _trace(sid: str, seed: str, request: Request, rank: int, compress: bool) -> Response:

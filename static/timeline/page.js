@@ -1,0 +1,24 @@
+// The scenario page: mounts the timeline and wires the measurements panel.
+import { mount } from "./viewer.js";
+
+const root = document.getElementById("viewer");
+const testing = new URLSearchParams(location.search).get("testing") === "1";
+
+mount(root, root.dataset.url).then((api) => {
+  if (testing) window.timelineTest = api;
+  root.querySelector("canvas").focus();
+}).catch((err) => {
+  root.querySelector("[data-status]").textContent = `could not load the trace: ${err.message}`;
+});
+
+const form = root.querySelector("[data-tool-form]");
+const out = root.querySelector("[data-tool-output]");
+form.addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const url = form.tool.value;
+  out.textContent = "running…";
+  const res = await fetch(url);
+  const body = await res.json();
+  if (!res.ok) out.textContent = body.error || `HTTP ${res.status}`;
+  else out.textContent = body.applicable ? body.output : `${body.tool} does not apply here: ${body.reason}`;
+});

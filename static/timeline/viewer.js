@@ -1,0 +1,300 @@
+// The viewer: state, layout, one requestAnimationFrame scheduler, and the interactions
+// Perfetto users' hands expect (W/S zoom, A/D pan, Ctrl+wheel, drag to select an area,
+// Shift+drag or the ruler to pan, click for details, / search, F focus, M mark, ? help).
+
+import { load, partner } from "./data.js";
+import { LAYOUT, PALETTE, categoryOf, paint } from "./paint.js";
+import { TimeScale, formatDuration } from "./timescale.js";
+import { areaSummary } from "./summary.js";
+
+export async function mount(root, url, opts = {}) {
+  const canvas = root.querySelector("canvas");
+  const ctx = canvas.getContext("2d");
+  const status = root.querySelector("[data-status]");
+  status.textContent = "loading trace…";
+  const data = await load(url);
+  status.textContent = `${data.count.toLocaleString()} slices`;
+
+  const view = {
+    data, scale: new TimeScale(0, data.endNs, 100), width: 0, height: 0, scrollY: 0,
+    selectedRow: -1, area: null, marks: [], matches: null, cursorX: null, collapsed: new Set(), pinned: new Set(),
+    layout: { items: [], height: 0 }, lastDrawn: 0,
+  };
+  view.sliceBox = (row) => {
+    const t = data.cols.track[row];
+    const item = view.layout.items.find((i) => i.kind === "track" && i.track === t);
+    if (!item) return null;
+    const x = LAYOUT.labelW + view.scale.x(data.cols.ts[row]);
+    return { x, y: item.y - view.scrollY + LAYOUT.trackPad / 2 + data.depth[row] * LAYOUT.row, h: LAYOUT.row - 2,
+             w: data.cols.dur[row] / view.scale.nsPerPx };
+  };
+
+  function relayout() {
+    const items = [];
+    let y = LAYOUT.ruler;
+    const groups = [];
+    for (const t of data.tracks) {
+      let g = groups.find((x) => x.label === t.group);
+      if (!g) groups.push((g = { label: t.group, tracks: [] }));
+      g.tracks.push(t);
+    }
+    const pinned = data.tracks.filter((t) => view.pinned.has(t.id));
+    const add = (t, pin) => {
+      const h = Math.max(1, t.depths.length) * LAYOUT.row + LAYOUT.trackPad;
+      items.push({ kind: "track", track: t.id, y, h, pinned: pin });
+      y += h;
+    };
+    pinned.forEach((t) => add(t, true));
+    for (const g of groups) {
+      const collapsed = view.collapsed.has(g.label);
+      items.push({ kind: "group", label: g.label, y, h: LAYOUT.groupH, collapsed });
+      y += LAYOUT.groupH;
+      if (!collapsed) g.tracks.filter((t) => !view.pinned.has(t.id)).forEach((t) => add(t, false));
+    }
+    view.layout = { items, height: y };
+  }
+
+  // --- scheduler: one rAF; anything that changes the picture calls redraw() ---
+  let pending = false, idleWaiters = [];
+  const held = new Set();
+  function redraw() {
+    if (!pending) { pending = true; requestAnimationFrame(frame); }
+  }
+  let lastFrame = performance.now();
+  function frame(now) {
+    pending = false;
+    const dt = Math.min(50, now - lastFrame);
+    lastFrame = now;
+    if (held.size) {
+      const w = view.width - LAYOUT.labelW;
+      const px = view.cursorX !== null ? view.cursorX - LAYOUT.labelW : w / 2;
+      const zoomRate = Math.pow(1.0045, dt);
+      if (held.has("w")) view.scale.zoom(1 / zoomRate, px, 50, data.endNs * 4);
+      if (held.has("s")) view.scale.zoom(zoomRate, px, 50, data.endNs * 4);
+      if (held.has("a")) view.scale.pan(-dt * 0.8);
+      if (held.has("d")) view.scale.pan(dt * 0.8);
+    }
+    view.lastDrawn = paint(ctx, view);
+    if (held.size) redraw();
+    else if (!pending) { const w = idleWaiters; idleWaiters = []; w.forEach((f) => f()); }
+  }
+
+  function resize() {
+    const dpr = window.devicePixelRatio || 1;
+    const rect = canvas.getBoundingClientRect();
+    view.width = rect.width; view.height = rect.height;
+    canvas.width = Math.round(rect.width * dpr); canvas.height = Math.round(rect.height * dpr);
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    view.scale.set(view.scale.start, view.scale.end, rect.width - LAYOUT.labelW);
+    redraw();
+  }
+
+  // --- hit testing ---
+  function itemAt(y) { return view.layout.items.find((i) => y + view.scrollY >= i.y && y + view.scrollY < i.y + i.h); }
+  function sliceAt(x, y) {
+    const item = itemAt(y);
+    if (!item || item.kind !== "track" || x < LAYOUT.labelW) return -1;
+    const t = data.tracks[item.track];
+    const depth = Math.floor((y + view.scrollY - item.y - LAYOUT.trackPad / 2) / LAYOUT.row);
+    const d = t.depths[depth];
+    if (!d) return -1;
+    const tNs = view.scale.t(x - LAYOUT.labelW), slop = view.scale.nsPerPx * 2;
+    const { ts, dur } = data.cols;
+    let lo = 0, hi = d.rows.length;
+    while (lo < hi) { const m = (lo + hi) >> 1; if (d.ends[m] > tNs - slop) hi = m; else lo = m + 1; }
+    for (let j = lo; j < d.rows.length && ts[d.rows[j]] <= tNs + slop; j++) {
+      const r = d.rows[j];
+      if (ts[r] - slop <= tNs && tNs <= ts[r] + dur[r] + slop) return r;
+    }
+    return -1;
+  }
+
+  // --- panels ---
+  const details = root.querySelector("[data-details]");
+  function describe(row) {
+    if (row < 0) { details.innerHTML = '<p class="muted">Click a slice for its details; drag across the tracks to select an area.</p>'; return; }
+    const { ts, dur, name, track } = data.cols;
+    const t = data.tracks[track[row]];
+    const p = partner(data, row);
+    const rows = [
+      ["Name", data.header.names[name[row]]], ["Category", PALETTE[categoryOf(data, row)][2]],
+      ["Start", formatDuration(ts[row], 3)], ["Duration", formatDuration(dur[row], 3)],
+      [t.gpu ? "Stream" : "Thread", t.label], ["Process", t.group],
+    ];
+    details.replaceChildren(table(rows));
+    if (p >= 0) {
+      const btn = document.createElement("button");
+      btn.type = "button";
+      btn.textContent = `${t.gpu ? "Launched by" : "Runs as"}: ${data.header.names[name[p]].slice(0, 80)} (${formatDuration(dur[p], 3)})`;
+      btn.addEventListener("click", () => select(p, true));
+      details.append(btn);
+    }
+  }
+  function table(rows, head) {
+    const tbl = document.createElement("table");
+    if (head) { const tr = tbl.createTHead().insertRow(); head.forEach((h) => { const th = document.createElement("th"); th.textContent = h; tr.append(th); }); }
+    const body = tbl.createTBody();
+    for (const r of rows) { const tr = body.insertRow(); r.forEach((c) => { tr.insertCell().textContent = c; }); }
+    return tbl;
+  }
+  function showArea() {
+    if (!view.area) return;
+    const s = areaSummary(data, view.area);
+    const h = document.createElement("div");
+    const title = document.createElement("p");
+    title.innerHTML = `<strong>Area selection</strong> · ${formatDuration(s.span_ns, 3)}`;
+    title.dataset.spanNs = String(s.span_ns);
+    h.append(title);
+    h.append(table(s.names.slice(0, 25).map((n) => [n.name.slice(0, 70), n.count.toLocaleString(), formatDuration(n.wall_ns, 3), formatDuration(n.wall_ns / n.count, 3)]),
+      ["Name", "Occurrences", "Wall duration", "Avg"]));
+    h.append(table(s.tracks.map((t) => [t.label, formatDuration(t.busy_ns, 3), formatDuration(t.idle_ns, 3)]), ["Track", "Busy", "Idle"]));
+    details.replaceChildren(h);
+  }
+
+  function select(row, reveal) {
+    view.selectedRow = row;
+    view.area = null;
+    describe(row);
+    if (reveal && row >= 0) focusRow(row, false);
+    redraw();
+  }
+  function focusRow(row, zoom) {
+    const { ts, dur } = data.cols;
+    const span = view.scale.end - view.scale.start;
+    if (zoom) {
+      const pad = Math.max(dur[row] * 0.5, 1000);
+      view.scale.set(ts[row] - pad, ts[row] + dur[row] + pad, view.scale.width);
+    } else if (ts[row] < view.scale.start || ts[row] + dur[row] > view.scale.end) {
+      const mid = ts[row] + dur[row] / 2;
+      view.scale.set(mid - span / 2, mid + span / 2, view.scale.width);
+    }
+    const item = view.layout.items.find((i) => i.kind === "track" && i.track === data.cols.track[row]);
+    if (item && (item.y - view.scrollY < LAYOUT.ruler || item.y - view.scrollY > view.height - 40)) view.scrollY = Math.max(0, item.y - 80);
+  }
+
+  // --- mouse ---
+  let drag = null;
+  canvas.addEventListener("mousedown", (e) => {
+    const x = e.offsetX, y = e.offsetY;
+    canvas.focus();
+    if (y < LAYOUT.ruler || e.shiftKey || e.button === 1) drag = { mode: "pan", x, moved: false };
+    else if (x < LAYOUT.labelW) {
+      const item = itemAt(y);
+      if (item && item.kind === "group") { view.collapsed.has(item.label) ? view.collapsed.delete(item.label) : view.collapsed.add(item.label); relayout(); redraw(); }
+      else if (item && item.kind === "track") { view.pinned.has(item.track) ? view.pinned.delete(item.track) : view.pinned.add(item.track); relayout(); redraw(); }
+      return;
+    } else drag = { mode: "area", x, t0: view.scale.t(x - LAYOUT.labelW), moved: false };
+  });
+  window.addEventListener("mousemove", (e) => {
+    const rect = canvas.getBoundingClientRect();
+    const x = e.clientX - rect.left;
+    view.cursorX = x >= 0 && x <= rect.width && e.clientY >= rect.top && e.clientY <= rect.bottom ? x : null;
+    if (drag) {
+      if (Math.abs(x - drag.x) > 3) drag.moved = true;
+      if (drag.mode === "pan") { view.scale.pan(drag.x - x); drag.x = x; }
+      else if (drag.moved) {
+        const t1 = view.scale.t(x - LAYOUT.labelW);
+        view.area = { start_ns: Math.min(drag.t0, t1), end_ns: Math.max(drag.t0, t1) };
+        view.selectedRow = -1;
+      }
+    }
+    redraw();
+  });
+  window.addEventListener("mouseup", (e) => {
+    if (!drag) return;
+    const d = drag; drag = null;
+    if (d.mode === "area" && d.moved) { showArea(); opts.onArea && opts.onArea(view.area); }
+    else if (!d.moved) { const rect = canvas.getBoundingClientRect(); select(sliceAt(e.clientX - rect.left, e.clientY - rect.top), false); }
+    redraw();
+  });
+  canvas.addEventListener("wheel", (e) => {
+    e.preventDefault();
+    if (e.ctrlKey || e.metaKey) view.scale.zoom(Math.pow(1.0015, e.deltaY), e.offsetX - LAYOUT.labelW, 50, data.endNs * 4);
+    else if (e.shiftKey) view.scale.pan(e.deltaY);
+    else view.scrollY = Math.max(0, Math.min(view.layout.height - view.height + 40, view.scrollY + e.deltaY));
+    redraw();
+  }, { passive: false });
+
+  // --- keys ---
+  const search = root.querySelector("[data-search]");
+  const searchCount = root.querySelector("[data-search-count]");
+  const help = root.querySelector("[data-help]");
+  let matchList = [], matchAt = -1;
+  canvas.addEventListener("keydown", (e) => {
+    const k = e.key.toLowerCase();
+    if (["w", "a", "s", "d"].includes(k) && !e.ctrlKey && !e.metaKey) { held.add(k); redraw(); e.preventDefault(); return; }
+    if (k === "/") { e.preventDefault(); search.focus(); search.select(); return; }
+    if (k === "f" && view.selectedRow >= 0) { focusRow(view.selectedRow, true); redraw(); }
+    else if (k === "f" && view.area) { view.scale.set(view.area.start_ns, view.area.end_ns, view.scale.width); redraw(); }
+    else if (k === "m") {
+      const m = view.selectedRow >= 0 ? { start_ns: data.cols.ts[view.selectedRow], end_ns: data.cols.ts[view.selectedRow] + data.cols.dur[view.selectedRow] } : view.area;
+      if (m) { view.marks.push({ ...m }); redraw(); }
+    } else if (k === "?") { help.hidden = !help.hidden; }
+    else if (k === "escape") { view.selectedRow = -1; view.area = null; view.matches = null; help.hidden = true; describe(-1); redraw(); }
+    else if (k === "enter" && matchList.length) { step(e.shiftKey ? -1 : 1); }
+  });
+  canvas.addEventListener("keyup", (e) => { held.delete(e.key.toLowerCase()); });
+  canvas.addEventListener("blur", () => held.clear());
+  function runSearch(q) {
+    matchList = [];
+    if (q) {
+      const ql = q.toLowerCase();
+      const hits = new Set();
+      data.header.names.forEach((n, i) => { if (n.toLowerCase().includes(ql)) hits.add(i); });
+      const name = data.cols.name;
+      const order = [];
+      for (let r = 0; r < data.count; r++) if (hits.has(name[r])) order.push(r);
+      order.sort((a, b) => data.cols.ts[a] - data.cols.ts[b]);
+      matchList = order;
+    }
+    view.matches = matchList.length ? new Set(matchList) : null;
+    matchAt = -1;
+    searchCount.textContent = q ? `${matchList.length.toLocaleString()} matches` : "";
+    redraw();
+  }
+  function step(dir) {
+    matchAt = (matchAt + dir + matchList.length) % matchList.length;
+    searchCount.textContent = `${matchAt + 1} / ${matchList.length.toLocaleString()}`;
+    select(matchList[matchAt], true);
+  }
+  search.addEventListener("input", () => runSearch(search.value.trim()));
+  search.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && matchList.length) { e.preventDefault(); step(e.shiftKey ? -1 : 1); }
+    if (e.key === "Escape") { search.value = ""; runSearch(""); canvas.focus(); }
+  });
+  root.querySelectorAll("[data-zoom]").forEach((b) => b.addEventListener("click", () => {
+    const f = { in: 0.5, out: 2 }[b.dataset.zoom];
+    if (f) view.scale.zoom(f, view.scale.width / 2, 50, data.endNs * 4);
+    else view.scale.set(0, data.endNs, view.scale.width);
+    redraw();
+  }));
+
+  // legend
+  const legend = root.querySelector("[data-legend]");
+  legend.replaceChildren(...Object.values(PALETTE).map(([bg, , label]) => {
+    const s = document.createElement("span");
+    s.innerHTML = `<i style="background:${bg}"></i>`;
+    s.append(label);
+    return s;
+  }));
+
+  new ResizeObserver(resize).observe(canvas);
+  relayout();
+  resize();
+  describe(-1);
+
+  const api = {
+    view, redraw,
+    idle: () => new Promise((res) => { if (!pending && !held.size) res(); else idleWaiters.push(res); }),
+    visibleSliceCount: () => view.lastDrawn,
+    selection: () => (view.area ? { start_us: view.area.start_ns / 1e3, end_us: view.area.end_ns / 1e3 } : null),
+    selectedSlice: () => (view.selectedRow >= 0 ? data.header.names[data.cols.name[view.selectedRow]] : null),
+    setWindow: (startNs, endNs) => { view.scale.set(startNs, endNs, view.scale.width); redraw(); },
+    window: () => ({ start_ns: view.scale.start, end_ns: view.scale.end }),
+    selectedBox: () => (view.selectedRow >= 0 ? view.sliceBox(view.selectedRow) : null),
+    trackY: (label) => { const it = view.layout.items.find((i) => i.kind === "track" && data.tracks[i.track].label.startsWith(label)); return it ? it.y - view.scrollY + LAYOUT.trackPad / 2 + 2 : null; },
+    xOf: (ns) => LAYOUT.labelW + view.scale.x(ns),
+    steps: data.header.steps,
+  };
+  return api;
+}

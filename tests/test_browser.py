@@ -1,0 +1,149 @@
+"""The viewer as a person uses it: a real server, Debian's Chromium driven by Playwright.
+
+Skips with the reason when Chromium or Playwright is missing (./run test and .ci/run
+install both).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import scenarios
+from app.scenario import observation
+
+CHROMIUM = Path("/usr/bin/chromium")
+pw = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e .[test])")
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed at /usr/bin/chromium")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path_factory.mktemp('db') / 'td.db'}"}
+    proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--port", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(base + "/index.json", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("the server did not start")
+    yield base
+    proc.terminate()
+    proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with pw.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    pg = browser.new_page(viewport={"width": 1280, "height": 800})
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    yield pg
+    pg.close()
+    assert not errors, f"JavaScript errors: {errors}"
+
+
+def open_viewer(page, server, path: str):
+    page.goto(f"{server}{path}{'&' if '?' in path else '?'}testing=1")
+    page.wait_for_function("window.timelineTest !== undefined", timeout=20000)
+    page.evaluate("window.timelineTest.idle()")
+
+
+@pytest.mark.parametrize("sid", list(scenarios.REGISTRY))
+def test_every_scenario_loads_and_draws(page, server, sid):
+    open_viewer(page, server, f"/scenarios/{sid}/canonical")
+    assert page.evaluate("window.timelineTest.visibleSliceCount()") > 50
+    assert page.locator(".brief").inner_text().strip()
+
+
+def test_keys_zoom_and_pan(page, server):
+    open_viewer(page, server, "/scenarios/ddp/canonical")
+    before = page.evaluate("window.timelineTest.window()")
+    page.locator("canvas").focus()
+    page.keyboard.down("w")
+    page.wait_for_timeout(400)
+    page.keyboard.up("w")
+    page.evaluate("window.timelineTest.idle()")
+    zoomed = page.evaluate("window.timelineTest.window()")
+    assert zoomed["end_ns"] - zoomed["start_ns"] < 0.8 * (before["end_ns"] - before["start_ns"])
+    page.keyboard.down("d")
+    page.wait_for_timeout(300)
+    page.keyboard.up("d")
+    page.evaluate("window.timelineTest.idle()")
+    assert page.evaluate("window.timelineTest.window()")["start_ns"] > zoomed["start_ns"]
+
+
+def test_search_finds_a_kernel_and_a_click_shows_its_details(page, server):
+    open_viewer(page, server, "/scenarios/ddp/canonical")
+    page.keyboard.press("/")
+    page.keyboard.type("ncclDevKernel_AllReduce")
+    count = page.locator("[data-search-count]")
+    assert count.inner_text() == "4 matches"  # one all-reduce per step, four steps
+    page.keyboard.press("Enter")
+    page.evaluate("window.timelineTest.idle()")
+    assert page.evaluate("window.timelineTest.selectedSlice()").startswith("ncclDevKernel_AllReduce")
+    box = page.evaluate("window.timelineTest.selectedBox()")
+    page.locator("canvas").focus()
+    page.keyboard.press("Escape")
+    canvas = page.locator("canvas").bounding_box()
+    page.mouse.click(canvas["x"] + box["x"] + min(box["w"], 200) / 2, canvas["y"] + box["y"] + box["h"] / 2)
+    page.evaluate("window.timelineTest.idle()")
+    details = page.locator("[data-details]").inner_text()
+    assert "ncclDevKernel_AllReduce" in details and "stream" in details and "Launched by" in details
+
+
+@pytest.mark.parametrize("sid", ["dataloader", "launch-bound"])
+def test_area_selecting_one_step_reads_the_step(page, server, sid):
+    inst = scenarios.get(sid).instance("canonical")
+    open_viewer(page, server, f"/scenarios/{sid}/canonical")
+    steps = page.evaluate("window.timelineTest.steps")
+    s = steps[1]
+    pad = 0.05 * (s["end_ns"] - s["start_ns"])
+    page.evaluate(f"window.timelineTest.setWindow({s['start_ns'] - pad}, {s['end_ns'] + pad})")
+    page.evaluate("window.timelineTest.idle()")
+    canvas = page.locator("canvas").bounding_box()
+    y = canvas["y"] + page.evaluate("window.timelineTest.trackY('main thread')") + 4
+    x0 = canvas["x"] + page.evaluate(f"window.timelineTest.xOf({s['start_ns']})")
+    x1 = canvas["x"] + page.evaluate(f"window.timelineTest.xOf({steps[2]['start_ns']})")
+    page.mouse.move(x0, y)
+    page.mouse.down()
+    page.mouse.move((x0 + x1) / 2, y + 40, steps=4)
+    page.mouse.move(x1, y + 60, steps=4)
+    page.mouse.up()
+    sel = page.evaluate("window.timelineTest.selection()")
+    assert (sel["end_us"] - sel["start_us"]) / 1e3 == pytest.approx(observation(inst.key, "step_ms"), rel=0.01)
+    panel = page.locator("[data-details]").inner_text()
+    assert "Area selection" in panel and "Occurrences" in panel and "Idle" in panel
+
+
+def test_a_measurement_runs_beside_the_timeline(page, server):
+    open_viewer(page, server, "/scenarios/launch-bound/canonical")
+    options = page.locator("#tool-select option").all_inner_texts()
+    assert any(o.startswith("nsys-api-sum") for o in options) and len(options) == 14
+    page.select_option("#tool-select", label=next(o for o in options if o.startswith("nsys-api-sum")))
+    page.get_by_role("button", name="Run").click()
+    out = page.locator("[data-tool-output]")
+    out.filter(has_text="cudaLaunchKernel").wait_for(timeout=10000)
+    assert "cuda_api_sum" in out.inner_text()
