@@ -6,7 +6,7 @@ const testing = new URLSearchParams(location.search).get("testing") === "1";
 
 mount(root, root.dataset.url).then((api) => {
   if (testing) window.timelineTest = api;
-  root.querySelector("canvas").focus();
+  root.querySelector("canvas").focus({ preventScroll: true });
 }).catch((err) => {
   root.querySelector("[data-status]").textContent = `could not load the trace: ${err.message}`;
 });

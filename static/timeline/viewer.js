@@ -176,7 +176,7 @@ export async function mount(root, url, opts = {}) {
   let drag = null;
   canvas.addEventListener("mousedown", (e) => {
     const x = e.offsetX, y = e.offsetY;
-    canvas.focus();
+    canvas.focus({ preventScroll: true });
     if (y < LAYOUT.ruler || e.shiftKey || e.button === 1) drag = { mode: "pan", x, moved: false };
     else if (x < LAYOUT.labelW) {
       const item = itemAt(y);
