@@ -157,3 +157,38 @@ def test_tool_charts_and_options_over_http(client):
     assert bad.status_code == 400 and "bad kernel regex" in bad.json()["error"]
     na = client.get("/api/scenarios/launch-bound/1/tools/request-log").json()
     assert na["applicable"] is False and "no serving requests" in na["reason"]
+
+
+@pytest.mark.parametrize("sid", list(scenarios.REGISTRY))
+def test_timeline_columns_hold_every_slice(client, sid):
+    """The viewer's binary: every slice once, sorted by track then start, GPU streams named
+    by role with the compute stream first, and the key's steps as bands."""
+    import json as _json
+
+    import numpy as np
+
+    body = client.get(f"/api/scenarios/{sid}/canonical/timeline.bin").content
+    n = int.from_bytes(body[:4], "little")
+    head = _json.loads(body[4:4 + n])
+    base = 4 + n + (-(4 + n)) % 8
+    cols = {c["name"]: np.frombuffer(body, c["dtype"], c["length"], base + c["offset"]) for c in head["columns"]}
+    inst = scenarios.get(sid).instance("canonical")
+    assert head["count"] == len(inst.trace(0)) == len(cols["ts"])
+    order = np.lexsort((cols["ts"], cols["track"]))
+    assert (order == np.arange(len(order))).all()
+    gpu = [t["label"] for t in head["tracks"] if t["gpu"]]
+    assert gpu[0].endswith("· compute")
+    assert [t["label"] for t in head["tracks"]][0].startswith("main thread")
+    assert len(head["steps"]) == len(inst.artifacts["steps"])
+    assert client.get(f"/api/scenarios/{sid}/canonical/timeline.bin?rank=99").status_code == 400
+
+
+def test_scenario_page_and_twin_never_carry_the_key(client):
+    page = client.get("/scenarios/ddp/3")
+    twin = client.get("/scenarios/ddp/3.json").json()
+    key = scenarios.get("ddp").instance(3).key
+    assert page.status_code == 200 and twin["brief"] == key["brief"]
+    for secret in (key["model_answer"], key["root_cause"]):
+        assert secret not in page.text and secret not in str(twin)
+    assert client.get("/scenarios/nope/3").status_code == 404
+    assert client.get("/scenarios/ddp/x.json").status_code == 400

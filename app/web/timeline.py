@@ -54,7 +54,9 @@ def _thread_label(name: str, tid: int) -> str:
     m = re.match(r"pt_data_worker_(\d+)", n)
     if m:
         return f"dataloader worker {m.group(1)}"
-    return {"pt_main_thread": "main thread", "pt_autograd_0": "autograd (backward)"}.get(n, n) + f" · {tid}"
+    if re.match(r"pt_autograd_\d+$", n):
+        return f"autograd (backward) · {tid}"
+    return {"pt_main_thread": "main thread"}.get(n, n) + f" · {tid}"
 
 
 def tracks(t: Trace) -> tuple[list[dict], np.ndarray]:
