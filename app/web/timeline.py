@@ -14,7 +14,7 @@ import re
 
 import numpy as np
 
-from app.trace.builder import Kind, Trace
+from app.trace.builder import Kind, Trace, launch_pairs
 
 NCCL = re.compile(r"^nccl", re.I)
 
@@ -95,11 +95,8 @@ def tracks(t: Trace) -> tuple[list[dict], np.ndarray]:
         index[k] = len(out)
         out.append({"id": len(out), "group": group, "label": label, "pid": int(pid), "tid": int(tid),
                     "gpu": gpu, "role": roles.get((pid, tid)) if gpu else ("api" if api else "thread")})
-    api = (t.kind == Kind.RUNTIME).astype(np.int64)
-    # vectorized lookup: encode (pid, tid, api) into one key
-    codes = {k: i for k, i in index.items()}
-    row_keys = list(zip(t.pid.tolist(), t.tid.tolist(), api.astype(bool).tolist()))
-    track = np.fromiter((codes[k] for k in row_keys), np.int32, len(row_keys))
+    row_keys = zip(t.pid.tolist(), t.tid.tolist(), (t.kind == Kind.RUNTIME).tolist())
+    track = np.fromiter((index[k] for k in row_keys), np.int32, len(t))
     return out, track
 
 
@@ -109,8 +106,6 @@ def encode(t: Trace, title: str, steps_us: list[dict] | None = None) -> bytes:
     order = np.lexsort((-t.dur_ns, t.ts_ns, track))
     t0 = int(t.ts_ns.min()) if len(t) else 0
     # Only launches and GPU ops that pair up carry a flow id.
-    from app.trace.builder import launch_pairs
-
     li, gi = launch_pairs(t)
     corr = np.zeros(len(t), np.int32)
     corr[li] = t.corr[li]
