@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from bench import analyze, generate, tools
+from bench import analyze, generate, tools, viewer
 
-BENCHES = {"generate": generate.main, "analyze": analyze.main, "tools": tools.main}
+BENCHES = {"generate": generate.main, "analyze": analyze.main, "tools": tools.main, "viewer": viewer.main}
 
 
 def main(argv: list[str]) -> int:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gzip
+import threading
+from collections import OrderedDict
 from urllib.parse import quote
 
 from fastapi import FastAPI, HTTPException, Request
@@ -73,11 +75,9 @@ def create_app(migrate: bool = True) -> FastAPI:
     def timeline_bin(sid: str, seed: str, request: Request, rank: int = 0):
         """One rank's trace as the viewer's compact columns (app/web/timeline.py)."""
         inst = resolve(sid, seed, request)
-        try:
-            t = inst.trace(rank)
-        except InstanceError as e:
-            raise HTTPException(400, str(e)) from None
-        body = timeline.encode(t, f"{sid} · {seed} · rank {rank}", inst.artifacts.get("steps"))
+        if not 0 <= rank < inst.ranks:
+            raise HTTPException(400, f"rank {rank} out of range: this instance has {inst.ranks} rank(s)")
+        body = _timeline_body(inst, rank, f"{sid} · {seed} · rank {rank}")
         return Response(body, media_type="application/octet-stream", headers={"Cache-Control": "private, max-age=3600"})
 
     @app.get("/scenarios/{sid}/{seed}/trace.json")
@@ -117,6 +117,27 @@ def create_app(migrate: bool = True) -> FastAPI:
         return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
 
     return app
+
+
+_BODIES: OrderedDict = OrderedDict()  # (id(instance), rank) -> (instance, body)
+_BODIES_LOCK = threading.Lock()
+
+
+def _timeline_body(inst, rank: int, title: str) -> bytes:
+    """A 1M-slice body is ~30 MB and ~0.5 s to encode: keep the last few. Instances are
+    cached (app.web.instances), so their identity keys the body; holding the instance
+    keeps that identity from being reused."""
+    key = (id(inst), rank)
+    with _BODIES_LOCK:  # sync endpoints run on a thread pool
+        if key in _BODIES:
+            _BODIES.move_to_end(key)
+            return _BODIES[key][1]
+    body = timeline.encode(inst.trace(rank), title, inst.artifacts.get("steps"))
+    with _BODIES_LOCK:
+        _BODIES[key] = (inst, body)
+        while len(_BODIES) > 4:
+            _BODIES.popitem(last=False)
+    return body
 
 
 def _page(sid: str, seed: str, request: Request, rank: int) -> dict:

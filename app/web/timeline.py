@@ -59,6 +59,16 @@ def _thread_label(name: str, tid: int) -> str:
     return {"pt_main_thread": "main thread"}.get(n, n) + f" · {tid}"
 
 
+def _row_codes(t: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's (pid, tid, is CUDA API) as one int64, and one row index per distinct code.
+    (np.unique over int64 is fast; over row triples it sorts structured rows, 40x slower.)"""
+    _, pid_i = np.unique(t.pid, return_inverse=True)
+    tids, tid_i = np.unique(t.tid, return_inverse=True)
+    code = (pid_i.astype(np.int64) * len(tids) + tid_i) * 2 + (t.kind == Kind.RUNTIME)
+    _, rows = np.unique(code, return_index=True)
+    return code, rows
+
+
 def tracks(t: Trace) -> tuple[list[dict], np.ndarray]:
     """Tracks in display order and each row's track index. CPU threads first (the main
     thread first), each thread's CUDA API calls on their own row beneath it, then each
@@ -66,7 +76,8 @@ def tracks(t: Trace) -> tuple[list[dict], np.ndarray]:
     roles = _stream_roles(t)
     proc = {p[0]: p for p in t.processes}
     thread_name = {(p, tid): name for p, tid, name, _ in t.threads}
-    keys = sorted(set(zip(t.pid.tolist(), t.tid.tolist(), (t.kind == Kind.RUNTIME).tolist())))
+    code, rows = _row_codes(t)
+    keys = sorted({(int(t.pid[i]), int(t.tid[i]), bool(t.kind[i] == Kind.RUNTIME)) for i in rows})
     out: list[dict] = []
 
     def order(k):
@@ -95,9 +106,11 @@ def tracks(t: Trace) -> tuple[list[dict], np.ndarray]:
         index[k] = len(out)
         out.append({"id": len(out), "group": group, "label": label, "pid": int(pid), "tid": int(tid),
                     "gpu": gpu, "role": roles.get((pid, tid)) if gpu else ("api" if api else "thread")})
-    row_keys = zip(t.pid.tolist(), t.tid.tolist(), (t.kind == Kind.RUNTIME).tolist())
-    track = np.fromiter((index[k] for k in row_keys), np.int32, len(t))
-    return out, track
+    uniq, inverse = np.unique(code, return_inverse=True)
+    first = np.zeros(len(uniq), np.int64)
+    first[inverse[::-1]] = np.arange(len(code))[::-1]  # a row of each code, to read its triple
+    lookup = np.array([index[(int(t.pid[i]), int(t.tid[i]), bool(t.kind[i] == Kind.RUNTIME))] for i in first], np.int32)
+    return out, lookup[inverse]
 
 
 def encode(t: Trace, title: str, steps_us: list[dict] | None = None) -> bytes:

@@ -54,6 +54,7 @@ export async function mount(root, url, opts = {}) {
     view.layout = { items, height: y };
   }
 
+  const stats = { firstPaintMs: null, frames: [], loadedMs: performance.now() };
   // --- scheduler: one rAF; anything that changes the picture calls redraw() ---
   let pending = false, idleWaiters = [];
   const held = new Set();
@@ -74,7 +75,13 @@ export async function mount(root, url, opts = {}) {
       if (held.has("a")) view.scale.pan(-dt * 0.8);
       if (held.has("d")) view.scale.pan(dt * 0.8);
     }
+    const t0 = performance.now();
     view.lastDrawn = paint(ctx, view);
+    const work = performance.now() - t0;
+    // Frame work times for the viewer benchmark (bench/viewer.py), bounded.
+    if (stats.frames.length >= 5000) stats.frames.shift();
+    stats.frames.push(work);
+    if (stats.firstPaintMs === null) stats.firstPaintMs = performance.now();
     if (held.size) redraw();
     else if (!pending) { const w = idleWaiters; idleWaiters = []; w.forEach((f) => f()); }
   }
@@ -284,7 +291,7 @@ export async function mount(root, url, opts = {}) {
   describe(-1);
 
   const api = {
-    view, redraw,
+    view, redraw, stats,
     idle: () => new Promise((res) => { if (!pending && !held.size) res(); else idleWaiters.push(res); }),
     visibleSliceCount: () => view.lastDrawn,
     selection: () => (view.area ? { start_us: view.area.start_ns / 1e3, end_us: view.area.end_ns / 1e3 } : null),
