@@ -147,3 +147,21 @@ def test_a_measurement_runs_beside_the_timeline(page, server):
     out = page.locator("[data-tool-output]")
     out.filter(has_text="cudaLaunchKernel").wait_for(timeout=10000)
     assert "cuda_api_sum" in out.inner_text()
+
+
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kineto"
+
+
+@pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"shared fixtures not found at {FIXTURES}")
+def test_the_upload_page_shows_a_real_trace(page, server):
+    page.goto(f"{server}/upload")
+    page.set_input_files("input[type=file]", str(FIXTURES / "hta_nccl_data_rank0.json.gz"))
+    with page.expect_navigation():
+        page.locator("form.upload button").click()
+    assert "/traces/" in page.url
+    open_viewer(page, server, page.url.removeprefix(server))
+    assert page.evaluate("window.timelineTest.visibleSliceCount()") > 100
+    labels = page.evaluate("window.timelineTest.view.data.tracks.map(t => t.label)")
+    assert "stream 7 · compute" in labels and "stream 40 · NCCL" in labels
+    assert len(page.evaluate("window.timelineTest.steps")) == 3  # ProfilerStep#4-6
+    assert "Step boundary" in page.locator("pre.read").inner_text()

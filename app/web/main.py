@@ -5,7 +5,7 @@ from __future__ import annotations
 import gzip
 import threading
 from collections import OrderedDict
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
@@ -132,7 +132,8 @@ def _timeline_body(inst, rank: int, title: str) -> bytes:
         if key in _BODIES:
             _BODIES.move_to_end(key)
             return _BODIES[key][1]
-    body = timeline.encode(inst.trace(rank), title, inst.artifacts.get("steps"))
+    steps = [(st["start_us"] * 1e3, st["end_us"] * 1e3) for st in inst.artifacts.get("steps", [])]
+    body = timeline.encode(timeline.from_trace(inst.trace(rank)), title, steps)
     with _BODIES_LOCK:
         _BODIES[key] = (inst, body)
         while len(_BODIES) > 4:
@@ -147,15 +148,17 @@ def _page(sid: str, seed: str, request: Request, rank: int) -> dict:
     if not 0 <= rank < inst.ranks:
         raise HTTPException(400, f"rank {rank} out of range: this instance has {inst.ranks} rank(s)")
     scn = scenarios.get(sid)
-    query = request.url.query
+    # the instance's params, without the page's own keys (rank, testing)
+    query = urlencode([(k, v) for k, v in request.query_params.multi_items() if k not in ("rank", "testing")])
     q = f"?{query}" if query else ""
     base = f"/scenarios/{sid}/{seed}"
     return {
         "scenario": {"id": scn.id, "title": scn.title, "version": scn.version},
         "seed": seed, "rank": rank, "ranks": inst.ranks, "brief": inst.key["brief"],
         "params": inst.params.model_dump(),
-        "timeline_url": f"/api/scenarios/{sid}/{seed}/timeline.bin{q}",
+        "timeline_url": f"/api/scenarios/{sid}/{seed}/timeline.bin?rank={rank}" + (f"&{query}" if query else ""),
         "trace_urls": [f"{base}/trace.json?rank={r}" + (f"&{query}" if query else "") for r in range(inst.ranks)],
+        "download_url": f"{base}/trace.json?rank={rank}" + (f"&{query}" if query else ""),
         "tools": [{"id": t.id, "title": t.title, "url": f"/api/scenarios/{sid}/{seed}/tools/{t.id}{q}"}
                   for t in tools.TOOLS.values()],
     }

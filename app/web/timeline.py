@@ -1,48 +1,166 @@
 """The timeline's data: one trace as compact columns for the browser's canvas.
 
 Binary, little-endian: a uint32 header length, the header as UTF-8 JSON (string tables,
-tracks, column offsets), zero padding to 8 bytes, then each column as a typed array.
-One row per slice, sorted by track then start, so the browser can binary-search a track's
-visible range without building an object per slice. Flows are the shared correlation id
-of a launch and its kernel (column `corr`; 0 for none).
+tracks, steps, column offsets), zero padding to 8 bytes, then each column as a typed
+array. One row per slice, sorted by track then start, so the browser can binary-search a
+track's visible range without building an object per slice. Flows are the correlation
+id shared by a launch and its GPU op (column `corr`; 0 for none).
+
+Two sources give the same columns: a generated instance (`from_trace`) and an uploaded
+Kineto file in the importer's DuckDB (`from_import`).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from app.trace.builder import Kind, Trace, launch_pairs
 
 NCCL = re.compile(r"^nccl", re.I)
+TEXT_TID = 10**12  # codes from here up stand for non-numeric tids
 
 
-def _stream_roles(t: Trace) -> dict[tuple[int, int], str]:
-    """Each GPU stream's role as people name it: compute (most non-NCCL kernel time),
-    NCCL, copies, or plain."""
+@dataclass
+class Slices:
+    """Neutral columns, one row per complete slice."""
+
+    names: list[str]
+    cats: list[str]
+    name: np.ndarray  # int32 into names
+    cat: np.ndarray  # uint8 into cats
+    pid: np.ndarray  # int64 process code (sorts host processes before GPUs)
+    tid: np.ndarray  # int64 thread id, or the stream on a GPU
+    ts_ns: np.ndarray  # float64, relative to t0_ns
+    dur_ns: np.ndarray  # float64
+    corr: np.ndarray  # int32, nonzero only on a launch and the GPU op it launched
+    gpu: np.ndarray  # bool: a GPU op (kernel, copy, set, GPU-side annotation)
+    api: np.ndarray  # bool: a CUDA runtime/driver call
+    t0_ns: int
+    process_label: dict[int, str] = field(default_factory=dict)
+    thread_name: dict[tuple[int, int], str] = field(default_factory=dict)
+
+
+def from_trace(t: Trace) -> Slices:
+    li, gi = launch_pairs(t)
+    corr = np.zeros(len(t), np.int32)
+    corr[li] = t.corr[li]
+    corr[gi] = t.corr[gi]
+    t0 = int(t.ts_ns.min()) if len(t) else 0
+    gpu = (t.kind == Kind.KERNEL) | (t.kind == Kind.MEMORY) | (t.kind == Kind.GPU_ANNOTATION)
+    return Slices(
+        names=t.names, cats=t.cats, name=t.name.astype(np.int32), cat=t.cat.astype(np.uint8),
+        pid=t.pid.astype(np.int64), tid=t.tid.astype(np.int64), ts_ns=(t.ts_ns - t0).astype(np.float64),
+        dur_ns=t.dur_ns.astype(np.float64), corr=corr, gpu=gpu, api=t.kind == Kind.RUNTIME, t0_ns=t0,
+        process_label={p: label for p, _, label, _ in t.processes},
+        thread_name={(p, tid): name for p, tid, name, _ in t.threads})
+
+
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
+
+
+def from_import(tr) -> Slices:
+    """An uploaded trace (app.trace.importer.ImportedTrace): its complete events. Strings
+    stay in DuckDB: rows come back as dictionary ids, the dictionaries once."""
+    con = tr.con
+    con.execute(f"""
+        CREATE OR REPLACE TEMP VIEW tl_rows AS
+        SELECT pid, CASE WHEN cat IN {GPU_CATS} AND stream IS NOT NULL THEN CAST(stream AS VARCHAR) ELSE tid END AS tid,
+               coalesce(cat, '') AS cat, coalesce(name, '') AS name, ts, dur, cat IN {GPU_CATS} AS gpu,
+               cat IN ('cuda_runtime', 'cuda_driver') AS api, correlation
+        FROM events WHERE ph = 'X' AND ts IS NOT NULL AND dur IS NOT NULL""")
+    names = [r[0] for r in con.execute("SELECT DISTINCT name FROM tl_rows ORDER BY name").fetchall()]
+    cats = [r[0] for r in con.execute("SELECT DISTINCT cat FROM tl_rows ORDER BY cat").fetchall()]
+    keys = con.execute("SELECT DISTINCT pid, tid, gpu, api FROM tl_rows ORDER BY ALL").fetchall()
+    rows = con.execute("""
+        SELECT dense_rank() OVER (ORDER BY name) - 1 AS name_id, dense_rank() OVER (ORDER BY cat) - 1 AS cat_id,
+               dense_rank() OVER (ORDER BY pid, tid, gpu, api) - 1 AS key_id, ts, dur, correlation
+        FROM tl_rows ORDER BY ts""").fetchnumpy()
+    # Processes: host ones first, then GPUs, each in numeric order where they are numbers.
+    procs = sorted({(p, bool(g)) for p, _, g, _ in keys}, key=lambda pg: (pg[1], _num(pg[0] or "")))
+    code: dict[str, int] = {}
+    for p, _ in procs:
+        code.setdefault(p, len(code))
+    tid_code: dict[str, int] = {}
+    for i, (_, t, _, _) in enumerate(sorted(keys, key=lambda k: _num(k[1] or ""))):
+        n = _num(t or "")
+        tid_code.setdefault(t, n[1] if n[0] == 0 else TEXT_TID + i)  # text tids ("PyTorch Profiler") sort last
+    key_pid = np.array([code[p] for p, _, _, _ in keys], np.int64)
+    key_tid = np.array([tid_code[t] for _, t, _, _ in keys], np.int64)
+    key_gpu = np.array([bool(g) for _, _, g, _ in keys])
+    key_api = np.array([bool(a) for _, _, _, a in keys])
+    k = rows["key_id"].astype(np.int64)
+    gpu, api = key_gpu[k], key_api[k]
+    ts = rows["ts"].astype(np.float64) * 1e3
+    t0 = float(ts.min()) if len(ts) else 0.0
+    thread_name = {(code[p], tid_code[t]): t for p, t, _, _ in keys}  # the tid's own text, unless named
+    plabel: dict[int, str] = {}
+    pname: dict[int, str] = {}
+    for kind, p, t, n, labels in con.execute("""
+            SELECT name, pid, tid, args ->> 'name', args ->> 'labels' FROM events
+            WHERE ph = 'M' AND name IN ('thread_name', 'process_name', 'process_labels')""").fetchall():
+        if p not in code:
+            continue
+        if kind == "thread_name" and t in tid_code and n:
+            thread_name[(code[p], tid_code[t])] = n
+        elif kind == "process_labels" and labels:
+            plabel[code[p]] = labels
+        elif kind == "process_name" and n:
+            pname[code[p]] = n
+    labels = {code[p]: plabel.get(code[p]) or (f"GPU {p}" if g else f"{pname.get(code[p], 'process')} {p}")
+              for p, g in procs}
+    return Slices(names=names, cats=cats, name=rows["name_id"].astype(np.int32), cat=rows["cat_id"].astype(np.uint8),
+                  pid=key_pid[k], tid=key_tid[k], ts_ns=ts - t0,
+                  dur_ns=np.maximum(rows["dur"].astype(np.float64), 0) * 1e3,
+                  corr=_paired(rows["correlation"], gpu, api), gpu=gpu, api=api, t0_ns=int(t0),
+                  process_label=labels, thread_name=thread_name)
+
+
+def _num(s: str) -> tuple[int, int | str]:
+    """Sort key: numbers by value, then text ("stream 7" in legacy files keeps its number)."""
+    m = re.fullmatch(r"(?:stream )?(\d+)", s)
+    return (0, int(m.group(1))) if m else (1, s)
+
+
+def _paired(corr, gpu: np.ndarray, api: np.ndarray) -> np.ndarray:
+    """Correlation ids kept only where one launch and one GPU op share them."""
+    c = np.asarray(corr, dtype=float)
+    c = np.where(np.isnan(c), 0, c).astype(np.int64)
+    out = np.zeros(len(c), np.int32)
+    if not len(c):
+        return out
+    lk, gk = set(c[api & (c > 0)].tolist()), set(c[gpu & (c > 0)].tolist())
+    both = np.array(sorted(lk & gk), np.int64)
+    keep = (api | gpu) & np.isin(c, both)
+    out[keep] = c[keep]
+    return out
+
+
+def _stream_roles(s: Slices) -> dict[tuple[int, int], str]:
+    """Each GPU stream's role as people name it: compute (most non-NCCL kernel time on
+    its GPU), NCCL, copies, or plain kernels."""
     roles: dict[tuple[int, int], str] = {}
-    gpu = (t.kind == Kind.KERNEL) | (t.kind == Kind.MEMORY)
-    keys = sorted(set(zip(t.pid[gpu].tolist(), t.tid[gpu].tolist())))
-    nccl_ids = np.array([bool(NCCL.match(n)) for n in t.names])
+    kernel_cat = s.cats.index("kernel") if "kernel" in s.cats else -1
+    is_nccl = np.array([bool(NCCL.match(n)) for n in s.names])[s.name] if len(s.name) else np.empty(0, bool)
     compute_time: dict[tuple[int, int], float] = {}
-    for pid, tid in keys:
-        m = gpu & (t.pid == pid) & (t.tid == tid)
-        kern = m & (t.kind == Kind.KERNEL)
-        is_nccl = nccl_ids[t.name[kern]] if kern.any() else np.empty(0, bool)
-        if kern.any() and is_nccl.mean() > 0.5:
+    for pid, tid in sorted(set(zip(s.pid[s.gpu].tolist(), s.tid[s.gpu].tolist()))):
+        m = s.gpu & (s.pid == pid) & (s.tid == tid)
+        kern = m & (s.cat == kernel_cat)
+        if not kern.any():
+            roles[(pid, tid)] = "copies" if m.any() else "kernels"
+        elif is_nccl[kern].mean() > 0.5:
             roles[(pid, tid)] = "NCCL"
-        elif not kern.any():
-            roles[(pid, tid)] = "copies"
         else:
-            compute_time[(pid, tid)] = float(t.dur_ns[kern][~is_nccl].sum())
+            compute_time[(pid, tid)] = float(s.dur_ns[kern & ~is_nccl].sum())
             roles[(pid, tid)] = "kernels"
-    by_gpu: dict[int, tuple[int, int]] = {}
+    best: dict[int, tuple[int, int]] = {}
     for key, v in compute_time.items():
-        if key[0] not in by_gpu or v > compute_time[by_gpu[key[0]]]:
-            by_gpu[key[0]] = key
-    for key in by_gpu.values():
+        if key[0] not in best or v > compute_time[best[key[0]]]:
+            best[key[0]] = key
+    for key in best.values():
         roles[key] = "compute"
     return roles
 
@@ -56,96 +174,84 @@ def _thread_label(name: str, tid: int) -> str:
         return f"dataloader worker {m.group(1)}"
     if re.match(r"pt_autograd_\d+$", n):
         return f"autograd (backward) · {tid}"
+    if tid >= TEXT_TID:  # a text tid ("PyTorch Profiler") is its own name
+        return n
+    if n == str(tid) or not n:
+        return f"thread {tid}"
     return {"pt_main_thread": "main thread"}.get(n, n) + f" · {tid}"
 
 
-def _row_codes(t: Trace) -> tuple[np.ndarray, np.ndarray]:
+def _row_codes(s: Slices) -> tuple[np.ndarray, np.ndarray]:
     """Each row's (pid, tid, is CUDA API) as one int64, and one row index per distinct code.
     (np.unique over int64 is fast; over row triples it sorts structured rows, 40x slower.)"""
-    _, pid_i = np.unique(t.pid, return_inverse=True)
-    tids, tid_i = np.unique(t.tid, return_inverse=True)
-    code = (pid_i.astype(np.int64) * len(tids) + tid_i) * 2 + (t.kind == Kind.RUNTIME)
+    _, pid_i = np.unique(s.pid, return_inverse=True)
+    tids, tid_i = np.unique(s.tid, return_inverse=True)
+    code = (pid_i.astype(np.int64) * len(tids) + tid_i) * 2 + s.api
     _, rows = np.unique(code, return_index=True)
     return code, rows
 
 
-def tracks(t: Trace) -> tuple[list[dict], np.ndarray]:
-    """Tracks in display order and each row's track index. CPU threads first (the main
-    thread first), each thread's CUDA API calls on their own row beneath it, then each
-    GPU with its compute stream first."""
-    roles = _stream_roles(t)
-    proc = {p[0]: p for p in t.processes}
-    thread_name = {(p, tid): name for p, tid, name, _ in t.threads}
-    code, rows = _row_codes(t)
-    keys = sorted({(int(t.pid[i]), int(t.tid[i]), bool(t.kind[i] == Kind.RUNTIME)) for i in rows})
-    out: list[dict] = []
+def tracks(s: Slices) -> tuple[list[dict], np.ndarray]:
+    """Tracks in display order and each row's track index. Host threads first (the main
+    thread first), each thread's CUDA API calls on their own row beneath it, then each GPU
+    with its compute stream first, NCCL next, copies last."""
+    roles = _stream_roles(s)
+    code, rows = _row_codes(s)
+    keys = {(int(s.pid[i]), int(s.tid[i]), bool(s.api[i])): bool(s.gpu[i]) for i in rows}
 
     def order(k):
         pid, tid, api = k
-        is_gpu = any((pid, tid) == r for r in roles) or not (proc.get(pid, (0, "", "CPU"))[2] or "").startswith("CPU")
-        if is_gpu:
-            role = roles.get((pid, tid), "")
-            return (1, pid, {"compute": 0, "kernels": 1, "NCCL": 2, "copies": 3}.get(role, 4), tid, api)
-        name = thread_name.get((pid, tid), "")
+        if keys[k]:
+            role = {"compute": 0, "kernels": 1, "NCCL": 2, "copies": 3}.get(roles.get((pid, tid), ""), 4)
+            return (1, pid, role, tid, api)
+        name = s.thread_name.get((pid, tid), "")
         rank = 0 if "main" in name else 1 if "autograd" in name else 3 if "data_worker" in name else 2
         return (0, pid, rank, tid, api)
 
+    out: list[dict] = []
     index: dict[tuple, int] = {}
     for k in sorted(keys, key=order):
         pid, tid, api = k
-        gpu = order(k)[0] == 1
+        gpu = keys[k]
         if gpu:
-            role = roles.get((pid, tid), "kernels")
-            label = f"stream {tid} · {role}"
-            group = f"GPU {pid}"
+            label = f"stream {tid} · {roles.get((pid, tid), 'kernels')}"
+            group = s.process_label.get(pid, f"GPU {pid}")
         else:
-            label = _thread_label(thread_name.get((pid, tid), f"thread {tid}"), tid)
+            label = _thread_label(s.thread_name.get((pid, tid), f"thread {tid}"), tid)
             if api:
                 label = f"CUDA API · {label.split(' · ')[0]}"
-            group = f"Host process {pid}"
+            group = f"Host: {s.process_label.get(pid, 'process')}"
+            group = group if group != "Host: CPU" else "Host process"
         index[k] = len(out)
-        out.append({"id": len(out), "group": group, "label": label, "pid": int(pid), "tid": int(tid),
-                    "gpu": gpu, "role": roles.get((pid, tid)) if gpu else ("api" if api else "thread")})
+        out.append({"id": len(out), "group": group, "label": label, "gpu": gpu,
+                    "role": roles.get((pid, tid)) if gpu else ("api" if api else "thread")})
     uniq, inverse = np.unique(code, return_inverse=True)
     first = np.zeros(len(uniq), np.int64)
-    first[inverse[::-1]] = np.arange(len(code))[::-1]  # a row of each code, to read its triple
-    lookup = np.array([index[(int(t.pid[i]), int(t.tid[i]), bool(t.kind[i] == Kind.RUNTIME))] for i in first], np.int32)
+    first[inverse[::-1]] = np.arange(len(code))[::-1]  # a row of each code, to read its key
+    lookup = np.array([index[(int(s.pid[i]), int(s.tid[i]), bool(s.api[i]))] for i in first], np.int32)
     return out, lookup[inverse]
 
 
-def encode(t: Trace, title: str, steps_us: list[dict] | None = None) -> bytes:
-    """The binary the viewer decodes (static/timeline/data.js)."""
-    track_list, track = tracks(t)
-    order = np.lexsort((-t.dur_ns, t.ts_ns, track))
-    t0 = int(t.ts_ns.min()) if len(t) else 0
-    # Only launches and GPU ops that pair up carry a flow id.
-    li, gi = launch_pairs(t)
-    corr = np.zeros(len(t), np.int32)
-    corr[li] = t.corr[li]
-    corr[gi] = t.corr[gi]
+def encode(s: Slices, title: str, steps_ns: list[tuple[float, float]] | None = None) -> bytes:
+    """The binary the viewer decodes (static/timeline/data.js). `steps_ns` are absolute."""
+    track_list, track = tracks(s)
+    order = np.lexsort((-s.dur_ns, s.ts_ns, track))
     cols = {
-        "ts": (t.ts_ns[order] - t0).astype(np.float64),
-        "dur": t.dur_ns[order].astype(np.float64),
-        "name": t.name[order].astype(np.int32),
-        "track": track[order],
-        "corr": corr[order],
-        "cat": t.cat[order].astype(np.uint8),
+        "ts": s.ts_ns[order], "dur": s.dur_ns[order], "name": s.name[order], "track": track[order],
+        "corr": s.corr[order], "cat": s.cat[order],
+        "src": order.astype(np.int32),  # the row in the source, for a slice's args
     }
-    header = {"title": title, "t0_ns": t0, "count": int(len(t)), "names": t.names, "cats": t.cats,
-              "tracks": track_list, "steps": [{"start_ns": int(s["start_us"] * 1e3) - t0,
-                                               "end_ns": int(s["end_us"] * 1e3) - t0} for s in (steps_us or [])],
+    header = {"title": title, "t0_ns": s.t0_ns, "count": int(len(s.ts_ns)), "names": list(s.names),
+              "cats": list(s.cats), "tracks": track_list,
+              "steps": [{"start_ns": a - s.t0_ns, "end_ns": b - s.t0_ns} for a, b in (steps_ns or [])],
               "columns": []}
     offset = 0
     for name, a in cols.items():
         header["columns"].append({"name": name, "dtype": a.dtype.name, "offset": offset, "length": int(len(a))})
-        offset += a.nbytes
-        offset += (-offset) % 8
+        offset += a.nbytes + (-a.nbytes) % 8
     head = json.dumps(header, separators=(",", ":")).encode()
-    start = 4 + len(head)
-    pad = (-start) % 8
-    parts = [len(head).to_bytes(4, "little"), head, b"\0" * pad]
+    parts = [len(head).to_bytes(4, "little"), head, b"\0" * ((-(4 + len(head))) % 8)]
     for a in cols.values():
-        b = a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes()
-        parts.append(b)
-        parts.append(b"\0" * ((-len(b)) % 8))
+        b = np.ascontiguousarray(a, a.dtype.newbyteorder("<")).tobytes()
+        parts += [b, b"\0" * ((-len(b)) % 8)]
     return b"".join(parts)

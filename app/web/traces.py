@@ -7,7 +7,7 @@ from collections import OrderedDict
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, File, HTTPException, Request, UploadFile
-from fastapi.responses import RedirectResponse
+from fastapi.responses import RedirectResponse, Response
 from pydantic import BaseModel
 
 from app.analysis import hta, read, sql, text
@@ -95,9 +95,25 @@ def trace_page(request: Request, tid: str, q: str | None = None):
             error = str(e)
     return templates.TemplateResponse(request, "trace.html", {
         "id": tid, "name": up["name"], "read": up["read"], "text": text.render(up["read"], up["read"]["hta"]),
+        "timeline_url": f"/api/traces/{tid}/timeline.bin", "tools": None, "download_url": None,
         "query": q or "SELECT name, count(*) AS n, sum(dur) / 1e6 AS total_ms FROM slice WHERE category = 'kernel' "
                       "GROUP BY name ORDER BY total_ms DESC LIMIT 10",
         "result": result, "error": error})
+
+
+@router.get("/api/traces/{tid}/timeline.bin")
+def trace_timeline(tid: str):
+    """The uploaded trace as the viewer's columns (app/web/timeline.py), built once."""
+    from app.web import timeline
+
+    up = _get(tid)
+    if "timeline" not in up:
+        tr = up["trace"]
+        steps, _ = read.steps(tr)
+        up["timeline"] = timeline.encode(timeline.from_import(tr), up["name"],
+                                         [(a * 1e3, b * 1e3) for a, b in steps])
+    return Response(up["timeline"], media_type="application/octet-stream",
+                    headers={"Cache-Control": "private, max-age=3600"})
 
 
 class Query(BaseModel):

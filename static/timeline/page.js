@@ -13,7 +13,7 @@ mount(root, root.dataset.url).then((api) => {
 
 const form = root.querySelector("[data-tool-form]");
 const out = root.querySelector("[data-tool-output]");
-form.addEventListener("submit", async (e) => {
+if (form) form.addEventListener("submit", async (e) => {
   e.preventDefault();
   const url = form.tool.value;
   out.textContent = "running…";

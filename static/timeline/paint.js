@@ -22,6 +22,7 @@ export function categoryOf(data, row) {
   const cat = data.header.cats[data.cols.cat[row]];
   if (cat === "kernel") return data.header.names[data.cols.name[row]].toLowerCase().startsWith("nccl") ? "nccl" : "kernel";
   if (cat === "gpu_memset") return "gpu_memcpy";
+  if (cat === "gpu_user_annotation") return "user_annotation";
   if (cat === "cuda_driver") return "cuda_runtime";
   return PALETTE[cat] ? cat : "other";
 }
