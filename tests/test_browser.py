@@ -67,7 +67,11 @@ def page(browser):
 
 def open_viewer(page, server, path: str):
     page.goto(f"{server}{path}{'&' if '?' in path else '?'}testing=1")
-    page.wait_for_function("window.timelineTest !== undefined", timeout=20000)
+    try:
+        page.wait_for_function("window.timelineTest !== undefined", timeout=20000)
+    except Exception:
+        print("STATUS", page.locator("[data-status]").inner_text(), page.url)
+        raise
     page.evaluate("window.timelineTest.idle()")
 
 
@@ -165,3 +169,26 @@ def test_the_upload_page_shows_a_real_trace(page, server):
     assert "stream 7 · compute" in labels and "stream 40 · NCCL" in labels
     assert len(page.evaluate("window.timelineTest.steps")) == 3  # ProfilerStep#4-6
     assert "Step boundary" in page.locator("pre.read").inner_text()
+
+
+def test_straggler_stacks_every_rank_and_charts_the_per_rank_run(page, server):
+    open_viewer(page, server, "/scenarios/straggler/canonical")
+    labels = page.evaluate("window.timelineTest.view.data.tracks.map(t => t.group + ' / ' + t.label)")
+    assert "rank 3 · GPU 3 / stream 7 · compute" in labels and "rank 7 · GPU 7 / stream 40 · NCCL" in labels
+    page.select_option("#tool-select", label=next(o for o in page.locator("#tool-select option").all_inner_texts()
+                                                  if o.startswith("per-rank")))
+    page.get_by_role("button", name="Run").click()
+    page.locator("[data-tool-chart] .uplot").wait_for(timeout=10000)
+    assert "slowest: rank 3" in page.locator("[data-tool-chart]").inner_text()
+
+
+def test_prefill_shows_the_itl_series_and_ncu_draws_a_roofline(page, server):
+    open_viewer(page, server, "/scenarios/prefill/canonical")
+    page.locator(".views .uplot").wait_for(timeout=10000)
+    assert "inter-token latency" in page.locator(".views").inner_text().lower()
+    open_viewer(page, server, "/scenarios/skinny-gemm/canonical")
+    page.select_option("#tool-select", label=next(o for o in page.locator("#tool-select option").all_inner_texts()
+                                                  if o.startswith("ncu")))
+    page.get_by_role("button", name="Run").click()
+    page.locator("[data-tool-chart] .uplot").wait_for(timeout=10000)
+    assert "Roofline" in page.locator("[data-tool-chart]").inner_text()

@@ -192,3 +192,46 @@ def test_scenario_page_and_twin_never_carry_the_key(client):
         assert secret not in page.text and secret not in str(twin)
     assert client.get("/scenarios/nope/3").status_code == 404
     assert client.get("/scenarios/ddp/x.json").status_code == 400
+
+
+def test_surprise_me_opens_a_random_instance_in_the_viewer(client):
+    seen = set()
+    for _ in range(12):
+        r = client.get("/surprise", follow_redirects=False)
+        assert r.status_code == 303
+        _, _, sid, seed = r.headers["location"].split("/")
+        assert sid in scenarios.REGISTRY and 0 <= int(seed) < 100_000
+        seen.add(sid)
+    assert len(seen) > 1
+    assert client.get("/scenarios/ddp/download?seed=5&view=1", follow_redirects=False).headers["location"] == "/scenarios/ddp/5"
+
+
+def test_stacked_ranks(client):
+    page = client.get("/scenarios/straggler/canonical.json").json()
+    assert page["rank"] == "all" and page["timeline_url"].endswith("rank=all")
+    assert client.get("/scenarios/straggler/canonical.json?rank=3").json()["rank"] == 3
+    assert client.get("/scenarios/ddp/canonical.json?rank=all").status_code == 400  # one rank only
+    body = client.get("/api/scenarios/straggler/canonical/timeline.bin?rank=all").content
+    n = int.from_bytes(body[:4], "little")
+    head = json.loads(body[4:4 + n])
+    inst = scenarios.get("straggler").instance("canonical")
+    assert head["count"] == sum(len(inst.trace(r)) for r in range(inst.ranks))
+    groups = list(dict.fromkeys(t["group"] for t in head["tracks"]))
+    assert groups[:2] == ["rank 0 · host", "rank 0 · GPU 0"] and groups[-1] == f"rank {inst.ranks - 1} · GPU {inst.ranks - 1}"
+    assert head["collapsed"] == [f"rank {r} · host" for r in range(inst.ranks)]
+
+
+@pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"shared fixtures not found at {FIXTURES}")
+def test_an_uploads_timeline_and_sql_at_once(client):
+    """The upload's one DuckDB connection is shared: concurrent requests must queue, not
+    fail (a page reload while the first timeline is still being built did, once)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    raw = (FIXTURES / "sampled_rank-1.json.gz").read_bytes()
+    tid = client.post("/api/traces", files={"trace": ("sampled_rank-1.json.gz", raw)}).json()["id"]
+    q = {"query": "SELECT count(*) AS n FROM slice"}
+    with ThreadPoolExecutor(6) as pool:
+        jobs = [pool.submit(client.get, f"/api/traces/{tid}/timeline.bin") for _ in range(3)]
+        jobs += [pool.submit(client.post, f"/api/traces/{tid}/sql", json=q) for _ in range(3)]
+        codes = [j.result().status_code for j in jobs]
+    assert codes == [200] * 6

@@ -47,6 +47,22 @@ def itl_samples(inst) -> dict:
     return {"prefill_tokens": x, "itl_ms": y, "request_id": req}
 
 
+def itl_series(inst) -> dict:
+    """The worst ITL each iteration produced, over the window: the symptom as a time series."""
+    reqs, its = _log(inst)
+    starts = np.array([it["start_ms"] for it in its])
+    worst = np.zeros(len(its))
+    for r in reqs:
+        tt = np.asarray(r["token_times_ms"], float)
+        if len(tt) > 1:
+            idx = np.searchsorted(starts, tt[1:], side="right") - 1
+            np.maximum.at(worst, idx, np.diff(tt))
+    keep = worst > 0
+    return {"kind": "series", "title": "Worst inter-token latency per scheduler iteration",
+            "x_label": "time in window", "x_unit": "ms", "y_label": "ITL", "y_unit": "ms",
+            "x": np.round(starts[keep], 3).tolist(), "y": np.round(worst[keep], 3).tolist()}
+
+
 def itl_chart(inst) -> dict:
     s = itl_samples(inst)
     return {"kind": "scatter", "x_label": "prefill tokens scheduled since the stream's previous token",

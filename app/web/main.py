@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import secrets
 import threading
 from collections import OrderedDict
 from urllib.parse import quote, urlencode
@@ -56,28 +57,37 @@ def create_app(migrate: bool = True) -> FastAPI:
     def index_json():
         return {"scenarios": scenario_rows()}
 
+    @app.get("/surprise", include_in_schema=False)
+    def surprise():
+        """A random scenario with a random seed, in the viewer (the brief does not say which)."""
+        rng = secrets.SystemRandom()
+        sid = rng.choice(list(scenarios.REGISTRY))
+        return RedirectResponse(f"/scenarios/{quote(sid)}/{rng.randrange(0, 100_000)}", 303)
+
     @app.get("/scenarios/{sid}/download", include_in_schema=False)
-    def download(sid: str, seed: str = "0", rank: int = 0):
-        """The home page's seed form: redirect to the instance's canonical URL."""
+    def download(sid: str, seed: str = "0", rank: int = 0, view: str = ""):
+        """The home page's seed form: redirect to the instance's viewer page or trace."""
+        if view:
+            return RedirectResponse(f"/scenarios/{quote(sid)}/{quote(seed.strip() or '0')}", 303)
         query = f"?rank={rank}" if rank else ""
         return RedirectResponse(f"/scenarios/{quote(sid)}/{quote(seed.strip() or '0')}/trace.json{query}", 303)
 
     @app.get("/scenarios/{sid}/{seed}.json")
-    def scenario_page_json(sid: str, seed: str, request: Request, rank: int = 0):
+    def scenario_page_json(sid: str, seed: str, request: Request, rank: str | None = None):
         """The scenario page's JSON twin: the brief and what the page loads, never the key."""
         return _page(sid, seed, request, rank)
 
     @app.get("/scenarios/{sid}/{seed}", include_in_schema=False)
-    def scenario_page(sid: str, seed: str, request: Request, rank: int = 0):
+    def scenario_page(sid: str, seed: str, request: Request, rank: str | None = None):
         return templates.TemplateResponse(request, "scenario.html", _page(sid, seed, request, rank))
 
     @app.get("/api/scenarios/{sid}/{seed}/timeline.bin")
-    def timeline_bin(sid: str, seed: str, request: Request, rank: int = 0):
-        """One rank's trace as the viewer's compact columns (app/web/timeline.py)."""
+    def timeline_bin(sid: str, seed: str, request: Request, rank: str = "0"):
+        """One rank's trace (or every rank's, stacked on one clock, with rank=all) as the
+        viewer's compact columns (app/web/timeline.py)."""
         inst = resolve(sid, seed, request)
-        if not 0 <= rank < inst.ranks:
-            raise HTTPException(400, f"rank {rank} out of range: this instance has {inst.ranks} rank(s)")
-        body = _timeline_body(inst, rank, f"{sid} · {seed} · rank {rank}")
+        r = _rank(rank, inst.ranks)
+        body = _timeline_body(inst, r, f"{sid} · {seed} · rank {rank}")
         return Response(body, media_type="application/octet-stream", headers={"Cache-Control": "private, max-age=3600"})
 
     @app.get("/scenarios/{sid}/{seed}/trace.json")
@@ -133,7 +143,11 @@ def _timeline_body(inst, rank: int, title: str) -> bytes:
             _BODIES.move_to_end(key)
             return _BODIES[key][1]
     steps = [(st["start_us"] * 1e3, st["end_us"] * 1e3) for st in inst.artifacts.get("steps", [])]
-    body = timeline.encode(timeline.from_trace(inst.trace(rank)), title, steps)
+    if rank == "all":
+        slices = timeline.stack([timeline.from_trace(inst.trace(r)) for r in range(inst.ranks)])
+    else:
+        slices = timeline.from_trace(inst.trace(rank))
+    body = timeline.encode(slices, title, steps)
     with _BODIES_LOCK:
         _BODIES[key] = (inst, body)
         while len(_BODIES) > 4:
@@ -141,12 +155,26 @@ def _timeline_body(inst, rank: int, title: str) -> bytes:
     return body
 
 
-def _page(sid: str, seed: str, request: Request, rank: int) -> dict:
+def _rank(raw: str, ranks: int) -> int | str:
+    """A rank number in range, or "all" (every rank stacked) on a multi-rank instance."""
+    if raw == "all" and ranks > 1:
+        return "all"
+    try:
+        r = int(raw)
+    except ValueError:
+        r = -1
+    if not 0 <= r < ranks:
+        more = ' or "all"' if ranks > 1 else ""
+        raise HTTPException(400, f"rank {raw!r} out of range: this instance has {ranks} rank(s) (0-{ranks - 1}{more})")
+    return r
+
+
+def _page(sid: str, seed: str, request: Request, rank: str | None) -> dict:
     from app import tools
 
     inst = resolve(sid, seed, request)
-    if not 0 <= rank < inst.ranks:
-        raise HTTPException(400, f"rank {rank} out of range: this instance has {inst.ranks} rank(s)")
+    # a multi-rank case opens with every rank stacked: the straggler is a comparison
+    rank = _rank(rank if rank is not None else ("all" if inst.ranks > 1 else "0"), inst.ranks)
     scn = scenarios.get(sid)
     # the instance's params, without the page's own keys (rank, testing)
     query = urlencode([(k, v) for k, v in request.query_params.multi_items() if k not in ("rank", "testing")])
@@ -158,10 +186,25 @@ def _page(sid: str, seed: str, request: Request, rank: int) -> dict:
         "params": inst.params.model_dump(),
         "timeline_url": f"/api/scenarios/{sid}/{seed}/timeline.bin?rank={rank}" + (f"&{query}" if query else ""),
         "trace_urls": [f"{base}/trace.json?rank={r}" + (f"&{query}" if query else "") for r in range(inst.ranks)],
-        "download_url": f"{base}/trace.json?rank={rank}" + (f"&{query}" if query else ""),
+        "download_url": f"{base}/trace.json?rank={0 if rank == 'all' else rank}" + (f"&{query}" if query else ""),
         "tools": [{"id": t.id, "title": t.title, "url": f"/api/scenarios/{sid}/{seed}/tools/{t.id}{q}"}
                   for t in tools.TOOLS.values()],
+        "views": _views(inst),
     }
+
+
+def _views(inst) -> list[dict]:
+    """Charts a case shows beside its timeline: the symptom, never the decisive
+    measurement (that one appears when the candidate runs its tool)."""
+    from app.tools import ToolNotApplicable
+    from app.tools.serving import itl_series
+
+    views = []
+    try:
+        views.append(itl_series(inst))
+    except ToolNotApplicable:
+        pass
+    return views
 
 
 def _trace(sid: str, seed: str, request: Request, rank: int, compress: bool) -> Response:

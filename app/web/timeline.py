@@ -42,6 +42,7 @@ class Slices:
     t0_ns: int
     process_label: dict[int, str] = field(default_factory=dict)
     thread_name: dict[tuple[int, int], str] = field(default_factory=dict)
+    process_order: dict[int, tuple] = field(default_factory=dict)  # pid -> sort key; default host, then GPUs
 
 
 def from_trace(t: Trace) -> Slices:
@@ -117,6 +118,38 @@ def from_import(tr) -> Slices:
                   dur_ns=np.maximum(rows["dur"].astype(np.float64), 0) * 1e3,
                   corr=_paired(rows["correlation"], gpu, api), gpu=gpu, api=api, t0_ns=int(t0),
                   process_label=labels, thread_name=thread_name)
+
+
+def stack(ranks: list[Slices]) -> Slices:
+    """Several ranks' slices on one clock, each rank's processes labelled and ordered
+    "rank R · host" then "rank R · GPU", rank by rank (the straggler view)."""
+    names: dict[str, int] = {}
+    cats: dict[str, int] = {}
+    parts, labels, order, thread_name = [], {}, {}, {}
+    t0 = min(r.t0_ns for r in ranks)
+    for k, r in enumerate(ranks):
+        name_map = np.array([names.setdefault(n, len(names)) for n in r.names], np.int32)
+        cat_map = np.array([cats.setdefault(c, len(cats)) for c in r.cats], np.uint8)
+        pids = np.unique(r.pid)
+        base = k * 10_000
+        remap = {int(p): base + i for i, p in enumerate(pids)}
+        for p, code in remap.items():
+            on_gpu = bool(r.gpu[r.pid == p].any())
+            labels[code] = f"rank {k} · " + (r.process_label.get(p, f"GPU {p}") if on_gpu else "host")
+            order[code] = (k, on_gpu, code)
+        pid = base + np.searchsorted(pids, r.pid).astype(np.int64)
+        parts.append((r, name_map[r.name], cat_map[r.cat], pid, r.ts_ns + (r.t0_ns - t0)))
+        thread_name.update({(remap[p], t): n for (p, t), n in r.thread_name.items() if p in remap})
+
+    def cat(i):
+        return np.concatenate([x[i] for x in parts])
+
+    return Slices(names=list(names), cats=list(cats), name=cat(1), cat=cat(2), pid=cat(3),
+                  tid=np.concatenate([x[0].tid for x in parts]), ts_ns=cat(4),
+                  dur_ns=np.concatenate([x[0].dur_ns for x in parts]),
+                  corr=np.concatenate([x[0].corr for x in parts]),
+                  gpu=np.concatenate([x[0].gpu for x in parts]), api=np.concatenate([x[0].api for x in parts]),
+                  t0_ns=t0, process_label=labels, thread_name=thread_name, process_order=order)
 
 
 def _num(s: str) -> tuple[int, int | str]:
@@ -201,12 +234,13 @@ def tracks(s: Slices) -> tuple[list[dict], np.ndarray]:
 
     def order(k):
         pid, tid, api = k
+        proc = s.process_order.get(pid, (keys[k], pid))
         if keys[k]:
             role = {"compute": 0, "kernels": 1, "NCCL": 2, "copies": 3}.get(roles.get((pid, tid), ""), 4)
-            return (1, pid, role, tid, api)
+            return (proc, role, tid, api)
         name = s.thread_name.get((pid, tid), "")
         rank = 0 if "main" in name else 1 if "autograd" in name else 3 if "data_worker" in name else 2
-        return (0, pid, rank, tid, api)
+        return (proc, rank, tid, api)
 
     out: list[dict] = []
     index: dict[tuple, int] = {}
@@ -220,8 +254,8 @@ def tracks(s: Slices) -> tuple[list[dict], np.ndarray]:
             label = _thread_label(s.thread_name.get((pid, tid), f"thread {tid}"), tid)
             if api:
                 label = f"CUDA API · {label.split(' · ')[0]}"
-            group = f"Host: {s.process_label.get(pid, 'process')}"
-            group = group if group != "Host: CPU" else "Host process"
+            group = s.process_label.get(pid, "process")
+            group = "Host process" if group == "CPU" else group if group.startswith("rank ") else f"Host: {group}"
         index[k] = len(out)
         out.append({"id": len(out), "group": group, "label": label, "gpu": gpu,
                     "role": roles.get((pid, tid)) if gpu else ("api" if api else "thread")})
@@ -244,6 +278,9 @@ def encode(s: Slices, title: str, steps_ns: list[tuple[float, float]] | None = N
     header = {"title": title, "t0_ns": s.t0_ns, "count": int(len(s.ts_ns)), "names": list(s.names),
               "cats": list(s.cats), "tracks": track_list,
               "steps": [{"start_ns": a - s.t0_ns, "end_ns": b - s.t0_ns} for a, b in (steps_ns or [])],
+              # stacked ranks open with their host threads folded: the GPUs are the comparison
+              "collapsed": sorted({t["group"] for t in track_list if t["group"].startswith("rank ")
+                                   and t["group"].endswith("· host")}),
               "columns": []}
     offset = 0
     for name, a in cols.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import OrderedDict
 from typing import Annotated
 
@@ -39,7 +40,9 @@ async def _receive(upload: UploadFile, settings: Settings) -> str:
             status = 413 if "limit" in str(e) else 400
             raise HTTPException(status, f"{upload.filename}: {e}") from None
         trace.source = upload.filename or "upload"
-        _UPLOADS[tid] = {"trace": trace, "name": trace.source, "read": _analysis(trace)}
+        # One DuckDB connection per trace, and DuckDB connections are not thread-safe: every
+        # use after the import (timeline, SQL) holds the trace's lock.
+        _UPLOADS[tid] = {"trace": trace, "name": trace.source, "read": _analysis(trace), "lock": threading.Lock()}
         while len(_UPLOADS) > settings.upload_cache_size:
             _UPLOADS.popitem(last=False)
     _UPLOADS.move_to_end(tid)
@@ -90,7 +93,8 @@ def trace_page(request: Request, tid: str, q: str | None = None):
     result = error = None
     if q:
         try:
-            result = sql.run(up["trace"], q, max_rows=500)
+            with up["lock"]:
+                result = sql.run(up["trace"], q, max_rows=500)
         except (sql.QueryRefused, sql.QueryFailed) as e:
             error = str(e)
     return templates.TemplateResponse(request, "trace.html", {
@@ -107,11 +111,12 @@ def trace_timeline(tid: str):
     from app.web import timeline
 
     up = _get(tid)
-    if "timeline" not in up:
-        tr = up["trace"]
-        steps, _ = read.steps(tr)
-        up["timeline"] = timeline.encode(timeline.from_import(tr), up["name"],
-                                         [(a * 1e3, b * 1e3) for a, b in steps])
+    with up["lock"]:
+        if "timeline" not in up:
+            tr = up["trace"]
+            steps, _ = read.steps(tr)
+            up["timeline"] = timeline.encode(timeline.from_import(tr), up["name"],
+                                             [(a * 1e3, b * 1e3) for a, b in steps])
     return Response(up["timeline"], media_type="application/octet-stream",
                     headers={"Cache-Control": "private, max-age=3600"})
 
@@ -123,7 +128,9 @@ class Query(BaseModel):
 @router.post("/api/traces/{tid}/sql")
 def trace_sql(tid: str, body: Query):
     try:
-        return sql.run(_get(tid)["trace"], body.query).as_json()
+        up = _get(tid)
+        with up["lock"]:
+            return sql.run(up["trace"], body.query).as_json()
     except sql.QueryRefused as e:
         raise HTTPException(403, str(e)) from None
     except sql.QueryFailed as e:

@@ -1,5 +1,6 @@
 // The scenario page: mounts the timeline and wires the measurements panel.
 import { mount } from "./viewer.js";
+import { render } from "/static/charts/charts.js";
 
 const root = document.getElementById("viewer");
 const testing = new URLSearchParams(location.search).get("testing") === "1";
@@ -21,4 +22,15 @@ if (form) form.addEventListener("submit", async (e) => {
   const body = await res.json();
   if (!res.ok) out.textContent = body.error || `HTTP ${res.status}`;
   else out.textContent = body.applicable ? body.output : `${body.tool} does not apply here: ${body.reason}`;
+  const chart = root.querySelector("[data-tool-chart]");
+  if (body.chart) render(chart, body.chart, chart.clientWidth || 380);
+  else chart.replaceChildren();
 });
+
+const viewsData = document.getElementById("views-data");
+if (viewsData) {
+  JSON.parse(viewsData.textContent).forEach((v, i) => {
+    const el = root.querySelector(`[data-view="${i}"]`);
+    render(el, v, Math.min(900, el.parentElement.clientWidth - 24));
+  });
+}

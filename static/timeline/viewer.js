@@ -17,7 +17,8 @@ export async function mount(root, url, opts = {}) {
 
   const view = {
     data, scale: new TimeScale(0, data.endNs, 100), width: 0, height: 0, scrollY: 0,
-    selectedRow: -1, area: null, marks: [], matches: null, cursorX: null, collapsed: new Set(), pinned: new Set(),
+    selectedRow: -1, area: null, marks: [], matches: null, cursorX: null,
+    collapsed: new Set(data.header.collapsed || []), pinned: new Set(),
     layout: { items: [], height: 0 }, lastDrawn: 0,
   };
   view.sliceBox = (row) => {
