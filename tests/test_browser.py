@@ -116,6 +116,8 @@ def test_search_finds_a_kernel_and_a_click_shows_its_details(page, server):
     page.evaluate("window.timelineTest.idle()")
     details = page.locator("[data-details]").inner_text()
     assert "ncclDevKernel_AllReduce" in details and "stream" in details and "Launched by" in details
+    page.locator("[data-details] h3", has_text="Arguments").wait_for(timeout=5000)
+    assert "Collective name" in page.locator("[data-details]").inner_text() or "grid" in page.locator("[data-details]").inner_text()
 
 
 @pytest.mark.parametrize("sid", ["dataloader", "launch-bound"])
@@ -151,6 +153,12 @@ def test_a_measurement_runs_beside_the_timeline(page, server):
     out = page.locator("[data-tool-output]")
     out.filter(has_text="cudaLaunchKernel").wait_for(timeout=10000)
     assert "cuda_api_sum" in out.inner_text()
+    runs = page.evaluate("window.tracedojoRuns()")
+    assert [r["tool"] for r in runs] == ["nsys-api-sum"] and runs[0]["since_open_s"] >= 0
+    page.reload()
+    page.wait_for_function("window.tracedojoRuns !== undefined")
+    assert len(page.evaluate("window.tracedojoRuns()")) == 1, "runs survive a reload"
+    assert "nsys-api-sum" in page.locator("[data-tool-runs]").inner_text()
 
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kineto"
@@ -169,6 +177,9 @@ def test_the_upload_page_shows_a_real_trace(page, server):
     assert "stream 7 · compute" in labels and "stream 40 · NCCL" in labels
     assert len(page.evaluate("window.timelineTest.steps")) == 3  # ProfilerStep#4-6
     assert "Step boundary" in page.locator("pre.read").inner_text()
+    src = page.evaluate("window.timelineTest.view.data.cols.src[0]")
+    ev = page.evaluate(f"fetch(document.getElementById('viewer').dataset.sliceUrl.replace('{{src}}', '{int(src)}')).then(r => r.json())")
+    assert ev["ph"] == "X" and "name" in ev
 
 
 def test_straggler_stacks_every_rank_and_charts_the_per_rank_run(page, server):

@@ -235,3 +235,17 @@ def test_an_uploads_timeline_and_sql_at_once(client):
         jobs += [pool.submit(client.post, f"/api/traces/{tid}/sql", json=q) for _ in range(3)]
         codes = [j.result().status_code for j in jobs]
     assert codes == [200] * 6
+
+
+def test_a_slices_args_come_from_its_source(client):
+    import numpy as np
+
+    inst = scenarios.get("straggler").instance("canonical")
+    t = inst.trace(3)
+    row = int(np.flatnonzero(t.kind == 2)[5])  # a kernel on rank 3
+    direct = client.get(f"/api/scenarios/straggler/canonical/slices/{row}?rank=3").json()
+    stacked = client.get(f"/api/scenarios/straggler/canonical/slices/{3 * 10**9 + row}?rank=all").json()
+    assert direct == stacked and direct["args"]["stream"] == int(t.tid[row]) and "grid" in direct["args"]
+    assert direct["name"] == t.names[t.name[row]]
+    assert client.get(f"/api/scenarios/straggler/canonical/slices/{len(t)}?rank=3").status_code == 404
+    assert client.get("/api/scenarios/straggler/canonical/slices/-1?rank=3").status_code == 404

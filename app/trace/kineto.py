@@ -9,6 +9,7 @@ a million events format in about two seconds (python -m bench generate).
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import gzip
 import json
@@ -114,6 +115,15 @@ def _event_lines(trace: Trace) -> list[str]:
                    for (c, p, t, a, af, d, dfr, e, k, _, x), b, w in zip(cols, nb.tolist(), bw)]
         lines[idx] = out
     return lines.tolist()
+
+
+ROW_FIELDS = ("kind", "cat", "name", "pid", "tid", "ts_ns", "dur_ns", "ext", "corr", "nbytes", "extra")
+
+
+def event(trace: Trace, i: int) -> dict:
+    """Row i exactly as the export writes it (its args included), for a slice's details."""
+    one = dataclasses.replace(trace, **{f: getattr(trace, f)[i:i + 1] for f in ROW_FIELDS})
+    return json.loads(_event_lines(one)[0])
 
 
 def _flow_lines(trace: Trace) -> list[str]:

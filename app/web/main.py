@@ -90,6 +90,19 @@ def create_app(migrate: bool = True) -> FastAPI:
         body = _timeline_body(inst, r, f"{sid} · {seed} · rank {rank}")
         return Response(body, media_type="application/octet-stream", headers={"Cache-Control": "private, max-age=3600"})
 
+    @app.get("/api/scenarios/{sid}/{seed}/slices/{src}")
+    def slice_args(sid: str, seed: str, src: int, request: Request, rank: str = "0"):
+        """One slice as the Kineto export writes it (its args), by the viewer's `src` id."""
+        inst = resolve(sid, seed, request)
+        r = _rank(rank, inst.ranks)
+        sub_rank, row = timeline.source_ref(src) if r == "all" else (r, src)
+        if not 0 <= sub_rank < inst.ranks:
+            raise HTTPException(404, f"no slice {src} in this instance")
+        t = inst.trace(sub_rank)
+        if not 0 <= row < len(t):
+            raise HTTPException(404, f"no slice {src} in this instance")
+        return kineto.event(t, row)
+
     @app.get("/scenarios/{sid}/{seed}/trace.json")
     def trace_json(sid: str, seed: str, request: Request, rank: int = 0):
         return _trace(sid, seed, request, rank, compress=False)
@@ -185,6 +198,7 @@ def _page(sid: str, seed: str, request: Request, rank: str | None) -> dict:
         "seed": seed, "rank": rank, "ranks": inst.ranks, "brief": inst.key["brief"],
         "params": inst.params.model_dump(),
         "timeline_url": f"/api/scenarios/{sid}/{seed}/timeline.bin?rank={rank}" + (f"&{query}" if query else ""),
+        "slice_url": f"/api/scenarios/{sid}/{seed}/slices/{{src}}?rank={rank}" + (f"&{query}" if query else ""),
         "trace_urls": [f"{base}/trace.json?rank={r}" + (f"&{query}" if query else "") for r in range(inst.ranks)],
         "download_url": f"{base}/trace.json?rank={0 if rank == 'all' else rank}" + (f"&{query}" if query else ""),
         "tools": [{"id": t.id, "title": t.title, "url": f"/api/scenarios/{sid}/{seed}/tools/{t.id}{q}"}

@@ -22,6 +22,7 @@ from app.trace.builder import Kind, Trace, launch_pairs
 
 NCCL = re.compile(r"^nccl", re.I)
 TEXT_TID = 10**12  # codes from here up stand for non-numeric tids
+RANK_STRIDE = 10**9  # stacked ranks: source id = rank * RANK_STRIDE + row
 
 
 @dataclass
@@ -40,6 +41,7 @@ class Slices:
     gpu: np.ndarray  # bool: a GPU op (kernel, copy, set, GPU-side annotation)
     api: np.ndarray  # bool: a CUDA runtime/driver call
     t0_ns: int
+    source: np.ndarray  # float64: the row's id in its source, for its args (see source_ref)
     process_label: dict[int, str] = field(default_factory=dict)
     thread_name: dict[tuple[int, int], str] = field(default_factory=dict)
     process_order: dict[int, tuple] = field(default_factory=dict)  # pid -> sort key; default host, then GPUs
@@ -56,6 +58,7 @@ def from_trace(t: Trace) -> Slices:
         names=t.names, cats=t.cats, name=t.name.astype(np.int32), cat=t.cat.astype(np.uint8),
         pid=t.pid.astype(np.int64), tid=t.tid.astype(np.int64), ts_ns=(t.ts_ns - t0).astype(np.float64),
         dur_ns=t.dur_ns.astype(np.float64), corr=corr, gpu=gpu, api=t.kind == Kind.RUNTIME, t0_ns=t0,
+        source=np.arange(len(t), dtype=np.float64),
         process_label={p: label for p, _, label, _ in t.processes},
         thread_name={(p, tid): name for p, tid, name, _ in t.threads})
 
@@ -71,14 +74,14 @@ def from_import(tr) -> Slices:
         CREATE OR REPLACE TEMP VIEW tl_rows AS
         SELECT pid, CASE WHEN cat IN {GPU_CATS} AND stream IS NOT NULL THEN CAST(stream AS VARCHAR) ELSE tid END AS tid,
                coalesce(cat, '') AS cat, coalesce(name, '') AS name, ts, dur, cat IN {GPU_CATS} AS gpu,
-               cat IN ('cuda_runtime', 'cuda_driver') AS api, correlation
+               cat IN ('cuda_runtime', 'cuda_driver') AS api, correlation, idx
         FROM events WHERE ph = 'X' AND ts IS NOT NULL AND dur IS NOT NULL""")
     names = [r[0] for r in con.execute("SELECT DISTINCT name FROM tl_rows ORDER BY name").fetchall()]
     cats = [r[0] for r in con.execute("SELECT DISTINCT cat FROM tl_rows ORDER BY cat").fetchall()]
     keys = con.execute("SELECT DISTINCT pid, tid, gpu, api FROM tl_rows ORDER BY ALL").fetchall()
     rows = con.execute("""
         SELECT dense_rank() OVER (ORDER BY name) - 1 AS name_id, dense_rank() OVER (ORDER BY cat) - 1 AS cat_id,
-               dense_rank() OVER (ORDER BY pid, tid, gpu, api) - 1 AS key_id, ts, dur, correlation
+               dense_rank() OVER (ORDER BY pid, tid, gpu, api) - 1 AS key_id, ts, dur, correlation, idx
         FROM tl_rows ORDER BY ts""").fetchnumpy()
     # Processes: host ones first, then GPUs, each in numeric order where they are numbers.
     procs = sorted({(p, bool(g)) for p, _, g, _ in keys}, key=lambda pg: (pg[1], _num(pg[0] or "")))
@@ -117,6 +120,7 @@ def from_import(tr) -> Slices:
                   pid=key_pid[k], tid=key_tid[k], ts_ns=ts - t0,
                   dur_ns=np.maximum(rows["dur"].astype(np.float64), 0) * 1e3,
                   corr=_paired(rows["correlation"], gpu, api), gpu=gpu, api=api, t0_ns=int(t0),
+                  source=rows["idx"].astype(np.float64),  # events.idx
                   process_label=labels, thread_name=thread_name)
 
 
@@ -138,7 +142,7 @@ def stack(ranks: list[Slices]) -> Slices:
             labels[code] = f"rank {k} · " + (r.process_label.get(p, f"GPU {p}") if on_gpu else "host")
             order[code] = (k, on_gpu, code)
         pid = base + np.searchsorted(pids, r.pid).astype(np.int64)
-        parts.append((r, name_map[r.name], cat_map[r.cat], pid, r.ts_ns + (r.t0_ns - t0)))
+        parts.append((r, name_map[r.name], cat_map[r.cat], pid, r.ts_ns + (r.t0_ns - t0), r.source + k * RANK_STRIDE))
         thread_name.update({(remap[p], t): n for (p, t), n in r.thread_name.items() if p in remap})
 
     def cat(i):
@@ -149,7 +153,13 @@ def stack(ranks: list[Slices]) -> Slices:
                   dur_ns=np.concatenate([x[0].dur_ns for x in parts]),
                   corr=np.concatenate([x[0].corr for x in parts]),
                   gpu=np.concatenate([x[0].gpu for x in parts]), api=np.concatenate([x[0].api for x in parts]),
-                  t0_ns=t0, process_label=labels, thread_name=thread_name, process_order=order)
+                  t0_ns=t0, source=cat(5), process_label=labels, thread_name=thread_name, process_order=order)
+
+
+def source_ref(src: float) -> tuple[int, int]:
+    """A stacked row's (rank, row in that rank's trace); a single rank's rows are rank 0."""
+    rank, row = divmod(int(src), RANK_STRIDE)
+    return rank, row
 
 
 def _num(s: str) -> tuple[int, int | str]:
@@ -273,7 +283,7 @@ def encode(s: Slices, title: str, steps_ns: list[tuple[float, float]] | None = N
     cols = {
         "ts": s.ts_ns[order], "dur": s.dur_ns[order], "name": s.name[order], "track": track[order],
         "corr": s.corr[order], "cat": s.cat[order],
-        "src": order.astype(np.int32),  # the row in the source, for a slice's args
+        "src": s.source[order],  # the row in its source, for a slice's args
     }
     header = {"title": title, "t0_ns": s.t0_ns, "count": int(len(s.ts_ns)), "names": list(s.names),
               "cats": list(s.cats), "tracks": track_list,

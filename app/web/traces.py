@@ -99,7 +99,8 @@ def trace_page(request: Request, tid: str, q: str | None = None):
             error = str(e)
     return templates.TemplateResponse(request, "trace.html", {
         "id": tid, "name": up["name"], "read": up["read"], "text": text.render(up["read"], up["read"]["hta"]),
-        "timeline_url": f"/api/traces/{tid}/timeline.bin", "tools": None, "download_url": None,
+        "timeline_url": f"/api/traces/{tid}/timeline.bin", "slice_url": f"/api/traces/{tid}/slices/{{src}}",
+        "tools": None, "download_url": None,
         "query": q or "SELECT name, count(*) AS n, sum(dur) / 1e6 AS total_ms FROM slice WHERE category = 'kernel' "
                       "GROUP BY name ORDER BY total_ms DESC LIMIT 10",
         "result": result, "error": error})
@@ -119,6 +120,21 @@ def trace_timeline(tid: str):
                                              [(a * 1e3, b * 1e3) for a, b in steps])
     return Response(up["timeline"], media_type="application/octet-stream",
                     headers={"Cache-Control": "private, max-age=3600"})
+
+
+@router.get("/api/traces/{tid}/slices/{src}")
+def trace_slice(tid: str, src: int):
+    """One event of the upload as its file has it, by the viewer's `src` id (events.idx)."""
+    import json
+
+    up = _get(tid)
+    with up["lock"]:
+        row = up["trace"].con.execute("SELECT ph, cat, name, pid, tid, ts, dur, args FROM events WHERE idx = ?",
+                                      [src]).fetchone()
+    if row is None:
+        raise HTTPException(404, f"no event {src} in this trace")
+    keys = ("ph", "cat", "name", "pid", "tid", "ts", "dur")
+    return {**dict(zip(keys, row[:7])), "args": json.loads(row[7]) if row[7] else {}}
 
 
 class Query(BaseModel):

@@ -3,6 +3,8 @@
 // their ends are sorted and a visible range is two binary searches away.
 
 const TYPES = { float64: Float64Array, int32: Int32Array, uint8: Uint8Array, int16: Int16Array };
+// Columns: ts, dur (ns from t0), name (into names), track, corr (flow id), cat, src (row id
+// at the source, for the slice's args).
 
 export function decode(buf) {
   const view = new DataView(buf);

@@ -130,6 +130,7 @@ export async function mount(root, url, opts = {}) {
       [t.gpu ? "Stream" : "Thread", t.label], ["Process", t.group],
     ];
     details.replaceChildren(table(rows));
+    if (opts.sliceUrl) showArgs(row);
     if (p >= 0) {
       const btn = document.createElement("button");
       btn.type = "button";
@@ -137,6 +138,18 @@ export async function mount(root, url, opts = {}) {
       btn.addEventListener("click", () => select(p, true));
       details.append(btn);
     }
+  }
+  // A slice's args live on the server (a million of them would not fit the columns).
+  async function showArgs(row) {
+    const src = data.cols.src[row];
+    const res = await fetch(opts.sliceUrl.replace("{src}", String(src)));
+    if (!res.ok || view.selectedRow !== row) return;
+    const ev = await res.json();
+    const args = Object.entries(ev.args || {}).map(([k, v]) => [k, typeof v === "object" ? JSON.stringify(v) : String(v)]);
+    if (!args.length) return;
+    const h = document.createElement("h3");
+    h.textContent = "Arguments";
+    details.append(h, table(args));
   }
   function table(rows, head) {
     const tbl = document.createElement("table");
