@@ -249,3 +249,12 @@ def test_a_slices_args_come_from_its_source(client):
     assert direct["name"] == t.names[t.name[row]]
     assert client.get(f"/api/scenarios/straggler/canonical/slices/{len(t)}?rank=3").status_code == 404
     assert client.get("/api/scenarios/straggler/canonical/slices/-1?rank=3").status_code == 404
+
+
+def test_timeline_is_sent_gzipped_to_those_who_accept_it(client):
+    url = "/api/scenarios/ddp/canonical/timeline.bin"
+    gz = client.get(url, headers={"Accept-Encoding": "gzip"})
+    plain = client.get(url, headers={"Accept-Encoding": "identity"})
+    assert gz.headers["content-encoding"] == "gzip" and "content-encoding" not in plain.headers
+    assert gz.content == plain.content  # httpx inflates the first
+    assert int(gz.headers["content-length"]) < len(plain.content) / 2

@@ -88,7 +88,7 @@ def create_app(migrate: bool = True) -> FastAPI:
         inst = resolve(sid, seed, request)
         r = _rank(rank, inst.ranks)
         body = _timeline_body(inst, r, f"{sid} · {seed} · rank {rank}")
-        return Response(body, media_type="application/octet-stream", headers={"Cache-Control": "private, max-age=3600"})
+        return timeline_response(body, request)
 
     @app.get("/api/scenarios/{sid}/{seed}/slices/{src}")
     def slice_args(sid: str, seed: str, src: int, request: Request, rank: str = "0"):
@@ -142,7 +142,7 @@ def create_app(migrate: bool = True) -> FastAPI:
     return app
 
 
-_BODIES: OrderedDict = OrderedDict()  # (id(instance), rank) -> (instance, body)
+_BODIES: OrderedDict = OrderedDict()  # (id(instance), rank) -> (instance, gzipped body)
 _BODIES_LOCK = threading.Lock()
 
 
@@ -160,12 +160,21 @@ def _timeline_body(inst, rank: int, title: str) -> bytes:
         slices = timeline.stack([timeline.from_trace(inst.trace(r)) for r in range(inst.ranks)])
     else:
         slices = timeline.from_trace(inst.trace(rank))
-    body = timeline.encode(slices, title, steps)
+    body = gzip.compress(timeline.encode(slices, title, steps), compresslevel=1)
     with _BODIES_LOCK:
         _BODIES[key] = (inst, body)
         while len(_BODIES) > 4:
             _BODIES.popitem(last=False)
     return body
+
+
+def timeline_response(gz: bytes, request: Request) -> Response:
+    """The viewer's columns, gzip-compressed once when built (level 1: ~4x smaller in a
+    fifth of a second for a million slices); inflated here for a client that cannot."""
+    headers = {"Cache-Control": "private, max-age=3600", "Vary": "Accept-Encoding"}
+    if "gzip" in request.headers.get("accept-encoding", ""):
+        return Response(gz, media_type="application/octet-stream", headers={**headers, "Content-Encoding": "gzip"})
+    return Response(gzip.decompress(gz), media_type="application/octet-stream", headers=headers)
 
 
 def _rank(raw: str, ranks: int) -> int | str:

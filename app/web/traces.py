@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import threading
 from collections import OrderedDict
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, File, HTTPException, Request, UploadFile
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import RedirectResponse
 from pydantic import BaseModel
 
 from app.analysis import hta, read, sql, text
@@ -107,7 +108,7 @@ def trace_page(request: Request, tid: str, q: str | None = None):
 
 
 @router.get("/api/traces/{tid}/timeline.bin")
-def trace_timeline(tid: str):
+def trace_timeline(tid: str, request: Request):
     """The uploaded trace as the viewer's columns (app/web/timeline.py), built once."""
     from app.web import timeline
 
@@ -116,10 +117,11 @@ def trace_timeline(tid: str):
         if "timeline" not in up:
             tr = up["trace"]
             steps, _ = read.steps(tr)
-            up["timeline"] = timeline.encode(timeline.from_import(tr), up["name"],
-                                             [(a * 1e3, b * 1e3) for a, b in steps])
-    return Response(up["timeline"], media_type="application/octet-stream",
-                    headers={"Cache-Control": "private, max-age=3600"})
+            up["timeline"] = gzip.compress(timeline.encode(timeline.from_import(tr), up["name"],
+                                                           [(a * 1e3, b * 1e3) for a, b in steps]), compresslevel=1)
+    from app.web.main import timeline_response
+
+    return timeline_response(up["timeline"], request)
 
 
 @router.get("/api/traces/{tid}/slices/{src}")

@@ -55,17 +55,7 @@ function index(header, cols) {
   }
   let endNs = 0;
   for (let k = 0; k < n; k++) endNs = Math.max(endNs, ts[k] + dur[k]);
-  // Flows: a launch and its GPU op share a correlation id.
-  const byCorr = new Map();
-  for (let k = 0; k < n; k++) {
-    const c = cols.corr[k];
-    if (c > 0) {
-      const other = byCorr.get(c);
-      if (other === undefined) byCorr.set(c, k);
-      else { byCorr.set(c, -1); byCorr.set(-c, [other, k]); }
-    }
-  }
-  return { header, cols, depth, tracks, endNs, count: n, byCorr };
+  return { header, cols, depth, tracks, endNs, count: n };
 }
 
 // First index j in `ends` (sorted) with ends[j] > t.
@@ -75,13 +65,14 @@ export function firstEndingAfter(ends, t) {
   return lo;
 }
 
-// The slice a launch or GPU op is linked to, or -1.
+// The slice a launch or GPU op is linked to (they share a correlation id), or -1. Found by
+// a scan when asked (a few ms at a million rows) rather than a map built for every load.
 export function partner(data, row) {
   const c = data.cols.corr[row];
   if (c <= 0) return -1;
-  const pair = data.byCorr.get(-c);
-  if (!pair) return -1;
-  return pair[0] === row ? pair[1] : pair[0];
+  const corr = data.cols.corr;
+  for (let k = 0; k < corr.length; k++) if (corr[k] === c && k !== row) return k;
+  return -1;
 }
 
 export async function load(url) {

@@ -2,7 +2,7 @@
 // track draws per pixel only what a pixel can show: after a sub-pixel slice it jumps, by
 // binary search, to the first slice still visible past the next pixel.
 
-import { firstEndingAfter, partner, formatDurationShort } from "./shared.js";
+import { firstEndingAfter, formatDurationShort } from "./shared.js";
 import { ticks } from "./timescale.js";
 
 // Okabe-Ito: distinguishable with every common colour-vision deficiency.
@@ -142,7 +142,7 @@ function paintOverlays(ctx, view) {
     ctx.moveTo(a + 0.5, LAYOUT.ruler); ctx.lineTo(a + 0.5, height); ctx.moveTo(b - 0.5, LAYOUT.ruler); ctx.lineTo(b - 0.5, height); ctx.stroke();
   }
   if (selectedRow >= 0) {
-    const p = partner(data, selectedRow);
+    const p = view.partnerRow;  // found once per selection (viewer.select)
     if (p >= 0) {
       const from = view.sliceBox(selectedRow), to = view.sliceBox(p);
       if (from && to) {

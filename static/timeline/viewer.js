@@ -17,7 +17,7 @@ export async function mount(root, url, opts = {}) {
 
   const view = {
     data, scale: new TimeScale(0, data.endNs, 100), width: 0, height: 0, scrollY: 0,
-    selectedRow: -1, area: null, marks: [], matches: null, cursorX: null,
+    selectedRow: -1, partnerRow: -1, area: null, marks: [], matches: null, cursorX: null,
     collapsed: new Set(data.header.collapsed || []), pinned: new Set(),
     layout: { items: [], height: 0 }, lastDrawn: 0,
   };
@@ -123,7 +123,7 @@ export async function mount(root, url, opts = {}) {
     if (row < 0) { details.innerHTML = '<p class="muted">Click a slice for its details; drag across the tracks to select an area.</p>'; return; }
     const { ts, dur, name, track } = data.cols;
     const t = data.tracks[track[row]];
-    const p = partner(data, row);
+    const p = view.partnerRow;
     const rows = [
       ["Name", data.header.names[name[row]]], ["Category", PALETTE[categoryOf(data, row)][2]],
       ["Start", formatDuration(ts[row], 3)], ["Duration", formatDuration(dur[row], 3)],
@@ -174,6 +174,7 @@ export async function mount(root, url, opts = {}) {
 
   function select(row, reveal) {
     view.selectedRow = row;
+    view.partnerRow = row >= 0 ? partner(data, row) : -1;
     view.area = null;
     describe(row);
     if (reveal && row >= 0) focusRow(row, false);
