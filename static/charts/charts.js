@@ -6,7 +6,7 @@ import uPlot from "/static/vendor/uplot-1.6.32.esm.js";
 
 const OKABE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#999999"];
 
-export function render(el, chart, width = 380) {
+export function render(el, chart, width = 380, height = Math.round(width * 0.62)) {
   el.replaceChildren();
   const make = { roofline, scatter, bars, series }[chart.kind];
   if (!make) return null;
@@ -15,7 +15,7 @@ export function render(el, chart, width = 380) {
   title.className = "chart-title";
   title.textContent = opts.title;
   el.append(title);
-  return new uPlot({ ...opts, title: undefined, width, height: Math.round(width * 0.62) }, data, el);
+  return new uPlot({ ...opts, title: undefined, width, height }, data, el);
 }
 
 function axis(label, unit, extra = {}) {

@@ -55,6 +55,6 @@ const viewsData = document.getElementById("views-data");
 if (viewsData) {
   JSON.parse(viewsData.textContent).forEach((v, i) => {
     const el = root.querySelector(`[data-view="${i}"]`);
-    render(el, v, Math.min(900, el.parentElement.clientWidth - 24));
+    render(el, v, Math.min(1100, el.parentElement.clientWidth - 24), 260);
   });
 }

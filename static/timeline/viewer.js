@@ -53,6 +53,10 @@ export async function mount(root, url, opts = {}) {
       if (!collapsed) g.tracks.filter((t) => !view.pinned.has(t.id)).forEach((t) => add(t, false));
     }
     view.layout = { items, height: y };
+    // The panes grow with the tracks up to the window's height, so a short trace leaves
+    // room for the case's charts below instead of an empty canvas.
+    const panes = canvas.parentElement;
+    panes.style.height = `${Math.max(320, Math.min(y + 40, window.innerHeight - 200))}px`;
   }
 
   const stats = { firstPaintMs: null, frames: [], loadedMs: performance.now() };
