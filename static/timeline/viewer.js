@@ -246,9 +246,18 @@ export async function mount(root, url, opts = {}) {
   const searchCount = root.querySelector("[data-search-count]");
   const help = root.querySelector("[data-help]");
   let matchList = [], matchAt = -1;
+  // W/A/S/D by physical key (e.code), as Perfetto does: the same hand position on AZERTY.
+  const WASD = { KeyW: "w", KeyA: "a", KeyS: "s", KeyD: "d" };
   canvas.addEventListener("keydown", (e) => {
     const k = e.key.toLowerCase();
-    if (["w", "a", "s", "d"].includes(k) && !e.ctrlKey && !e.metaKey) { held.add(k); redraw(); e.preventDefault(); return; }
+    const move = WASD[e.code];
+    if (move && !e.ctrlKey && !e.metaKey) { held.add(move); redraw(); e.preventDefault(); return; }
+    if ((k === "]" || k === "[") && view.selectedRow >= 0 && view.partnerRow >= 0) {
+      // follow the flow: ] to the following end (launch -> kernel), [ to the preceding one
+      const later = data.cols.ts[view.partnerRow] >= data.cols.ts[view.selectedRow];
+      if ((k === "]") === later) select(view.partnerRow, true);
+      return;
+    }
     if (k === "/") { e.preventDefault(); search.focus(); search.select(); return; }
     if (k === "f" && view.selectedRow >= 0) { focusRow(view.selectedRow, true); redraw(); }
     else if (k === "f" && view.area) { view.scale.set(view.area.start_ns, view.area.end_ns, view.scale.width); redraw(); }
@@ -259,7 +268,7 @@ export async function mount(root, url, opts = {}) {
     else if (k === "escape") { view.selectedRow = -1; view.area = null; view.matches = null; help.hidden = true; describe(-1); redraw(); }
     else if (k === "enter" && matchList.length) { step(e.shiftKey ? -1 : 1); }
   });
-  canvas.addEventListener("keyup", (e) => { held.delete(e.key.toLowerCase()); });
+  canvas.addEventListener("keyup", (e) => { held.delete(WASD[e.code]); });
   canvas.addEventListener("blur", () => held.clear());
   function runSearch(q) {
     matchList = [];
