@@ -3,9 +3,9 @@
 // Shift+drag or the ruler to pan, click for details, / search, F focus, M mark, ? help).
 
 import { load, partner } from "./data.js";
-import { LAYOUT, PALETTE, categoryOf, paint } from "./paint.js";
-import { TimeScale, formatDuration } from "./timescale.js";
-import { areaSummary } from "./summary.js";
+import { LAYOUT, PALETTE, paint } from "./paint.js";
+import { createPanels } from "./panels.js";
+import { TimeScale } from "./timescale.js";
 
 export async function mount(root, url, opts = {}) {
   const canvas = root.querySelector("canvas");
@@ -121,66 +121,13 @@ export async function mount(root, url, opts = {}) {
     return -1;
   }
 
-  // --- panels ---
-  const details = root.querySelector("[data-details]");
-  function describe(row) {
-    if (row < 0) { details.innerHTML = '<p class="muted">Click a slice for its details; drag across the tracks to select an area.</p>'; return; }
-    const { ts, dur, name, track } = data.cols;
-    const t = data.tracks[track[row]];
-    const p = view.partnerRow;
-    const rows = [
-      ["Name", data.header.names[name[row]]], ["Category", PALETTE[categoryOf(data, row)][2]],
-      ["Start", formatDuration(ts[row], 3)], ["Duration", formatDuration(dur[row], 3)],
-      [t.gpu ? "Stream" : "Thread", t.label], ["Process", t.group],
-    ];
-    details.replaceChildren(table(rows));
-    if (opts.sliceUrl) showArgs(row);
-    if (p >= 0) {
-      const btn = document.createElement("button");
-      btn.type = "button";
-      btn.textContent = `${t.gpu ? "Launched by" : "Runs as"}: ${data.header.names[name[p]].slice(0, 80)} (${formatDuration(dur[p], 3)})`;
-      btn.addEventListener("click", () => select(p, true));
-      details.append(btn);
-    }
-  }
-  // A slice's args live on the server (a million of them would not fit the columns).
-  async function showArgs(row) {
-    const src = data.cols.src[row];
-    const res = await fetch(opts.sliceUrl.replace("{src}", String(src)));
-    if (!res.ok || view.selectedRow !== row) return;
-    const ev = await res.json();
-    const args = Object.entries(ev.args || {}).map(([k, v]) => [k, typeof v === "object" ? JSON.stringify(v) : String(v)]);
-    if (!args.length) return;
-    const h = document.createElement("h3");
-    h.textContent = "Arguments";
-    details.append(h, table(args));
-  }
-  function table(rows, head) {
-    const tbl = document.createElement("table");
-    if (head) { const tr = tbl.createTHead().insertRow(); head.forEach((h) => { const th = document.createElement("th"); th.textContent = h; tr.append(th); }); }
-    const body = tbl.createTBody();
-    for (const r of rows) { const tr = body.insertRow(); r.forEach((c) => { tr.insertCell().textContent = c; }); }
-    return tbl;
-  }
-  function showArea() {
-    if (!view.area) return;
-    const s = areaSummary(data, view.area);
-    const h = document.createElement("div");
-    const title = document.createElement("p");
-    title.innerHTML = `<strong>Area selection</strong> · ${formatDuration(s.span_ns, 3)}`;
-    title.dataset.spanNs = String(s.span_ns);
-    h.append(title);
-    h.append(table(s.names.slice(0, 25).map((n) => [n.name.slice(0, 70), n.count.toLocaleString(), formatDuration(n.wall_ns, 3), formatDuration(n.wall_ns / n.count, 3)]),
-      ["Name", "Occurrences", "Wall duration", "Avg"]));
-    h.append(table(s.tracks.map((t) => [t.label, formatDuration(t.busy_ns, 3), formatDuration(t.idle_ns, 3)]), ["Track", "Busy", "Idle"]));
-    details.replaceChildren(h);
-  }
+  const panels = createPanels(root.querySelector("[data-details]"), data, view, opts.sliceUrl, (row) => select(row, true));
 
   function select(row, reveal) {
     view.selectedRow = row;
     view.partnerRow = row >= 0 ? partner(data, row) : -1;
     view.area = null;
-    describe(row);
+    panels.describe(row);
     if (reveal && row >= 0) focusRow(row, false);
     redraw();
   }
@@ -229,7 +176,7 @@ export async function mount(root, url, opts = {}) {
   window.addEventListener("mouseup", (e) => {
     if (!drag) return;
     const d = drag; drag = null;
-    if (d.mode === "area" && d.moved) { showArea(); opts.onArea && opts.onArea(view.area); }
+    if (d.mode === "area" && d.moved) { panels.showArea(view.area); opts.onArea && opts.onArea(view.area); }
     else if (!d.moved) { const rect = canvas.getBoundingClientRect(); select(sliceAt(e.clientX - rect.left, e.clientY - rect.top), false); }
     redraw();
   });
@@ -265,7 +212,7 @@ export async function mount(root, url, opts = {}) {
       const m = view.selectedRow >= 0 ? { start_ns: data.cols.ts[view.selectedRow], end_ns: data.cols.ts[view.selectedRow] + data.cols.dur[view.selectedRow] } : view.area;
       if (m) { view.marks.push({ ...m }); redraw(); }
     } else if (k === "?") { help.hidden = !help.hidden; }
-    else if (k === "escape") { view.selectedRow = -1; view.area = null; view.matches = null; help.hidden = true; describe(-1); redraw(); }
+    else if (k === "escape") { view.selectedRow = -1; view.area = null; view.matches = null; help.hidden = true; panels.describe(-1); redraw(); }
     else if (k === "enter" && matchList.length) { step(e.shiftKey ? -1 : 1); }
   });
   canvas.addEventListener("keyup", (e) => { held.delete(WASD[e.code]); });
@@ -316,7 +263,7 @@ export async function mount(root, url, opts = {}) {
   new ResizeObserver(resize).observe(canvas);
   relayout();
   resize();
-  describe(-1);
+  panels.describe(-1);
 
   const api = {
     view, redraw, stats,
