@@ -170,6 +170,8 @@ class Scenario:
     # What an independent reader measures on the exported trace (metric -> observation
     # id it must match within 2%); the metrics are defined in tests/kineto_reader.py.
     reader_checks: dict[str, str] = field(default_factory=dict)
+    # How a narration says this case's root cause, fix and traps (app/scoring/rubric.py).
+    rubric: Any = None
     module_doc: str = ""
 
     def rng(self, seed: SeedLabel, stream: int) -> np.random.Generator:

@@ -83,6 +83,7 @@ from app.trace import intervals
 from app.trace.builder import Kind, KernelInfo, TraceBuilder
 from app.trace.emit import cpu_span, launch_phase, memcpy, runtime_call
 from app.trace.schedule import in_order
+from app.scoring.rubric import Rubric
 
 # timm's ViT variants: hidden, depth, MLP width, patch size.
 MODELS = {
@@ -785,4 +786,18 @@ scenario = Scenario(
                     "expected_step_ms": 325, "speedup": 1.57},
     reader_checks={"step_ms": "step_ms", "compute_idle_ms": "gpu_idle_ms", "compute_busy_ms": "gpu_busy_ms",
                    "h2d_ms_per_step": "h2d_ms", "max_gap_ms": "gap_ms"},
+    rubric=Rubric(
+        root_cause=(
+            (r"(input|data) ?(pipeline|loader|loading)", r"data ?loader", r"starv\w*", r"__next__", r"next\(",
+             r"waiting (on|for) (the )?(data|input|batch\w*|python|cpu|loader)", r"(jpeg|image) decod\w*"),
+            (r"(too few|only (2|two)|2|two) (data ?loader )?workers", r"\bsupply\b", r"img/s|images/s|images per second",
+             r"num_workers", r"workers? (are|is) (pegged|saturated|maxed|the bottleneck)"),
+        ),
+        fix=(r"num_workers", r"(more|add\w*|increas\w*|rais\w*|bump\w*) .{0,25}workers", r"workers? .{0,12}(to|->|→) ?\d+",
+             r"\bdali\b|nvjpeg|gpu decod\w*", r"pin_memory"),
+        traps={"nvidia_smi_100": (r"nvidia-smi", r"100 ?% (gpu )?util\w*", r"utili[sz]ation (is|says|shows|reads) (100|full)"),
+               "h2d_copy": (r"\bh2d\b|\bhtod\b|host.to.device", r"\bmemcpy\b", r"\bthe copy\b"),
+               "comm": (r"(ddp |nccl )?(communication|all-?reduce|nccl).{0,30}(slow|bottleneck|problem)",)},
+        also_confirms=("nsys-nvtx-sum",),
+    ),
 )

@@ -38,6 +38,7 @@ from app import physics, training, workload
 from app.scenario import Built, Scenario, ScenarioParams, make_key, new_builder, obs, param, gpu_clock_report
 from app.trace import intervals
 from app.trace.emit import cpu_span, memcpy
+from app.scoring.rubric import Rubric
 
 HIDE_FRACTION = 0.85  # share of bucketed comm that hides under backward (SM/HBM contention keeps the rest)
 
@@ -264,4 +265,18 @@ scenario = Scenario(
                     "mfu_pct": 31, "expected_mfu_pct": 41, "speedup": 1.33, "nccl_kernels_per_step": 1},
     reader_checks={"step_ms": "step_ms", "compute_idle_ms": "compute_idle_ms", "max_gap_ms": "gap_ms",
                    "nccl_ms_per_step": "allreduce_ms", "nccl_kernels_per_step": "nccl_kernels_per_step"},
+    rubric=Rubric(
+        root_cause=(
+            (r"serializ\w*", r"\b(no|not|without|zero|broken|defeated|missing|lost) overlap", r"overlap (is )?(broken|missing|gone|defeated|lost|not happening)",
+             r"after (the )?backward", r"not overlapp\w*", r"(one|a) (big|monolithic|single|flat|giant|huge) (nccl |all-?reduce)"),
+            (r"bucket\w*", r"\breducer\b", r"\bhooks?\b", r"\bwrapper\b"),
+        ),
+        fix=(r"bucket\w*.{0,40}(overlap|during (the )?backward|restor\w*|fir\w+)", r"restor\w* (the )?(bucket\w*|overlap)",
+             r"(remove|fix|drop|unwrap)\w* (the |that )?(\w+ )?(wrapper|hooks?)", r"let ddp('s)? (reducer|hooks?)", r"bucket_cap_mb",
+             r"overlap (the )?(all-?reduce|comm\w*|gradient sync\w*) with (the )?backward"),
+        traps={"nccl_slow": (r"nccl.{0,30}(slow|broken|misconfig\w*|bandwidth|tun\w*)", r"nvlink", r"nccl-tests",
+                             r"(slow|bad|degraded) (interconnect|network|links?)"),
+               "no_sync": (r"no_sync", r"(never|not) (being )?(synchroni[sz]\w*|synced)", r"grad(ient)? accumulation")},
+        also_confirms=("ddp-debug",),
+    ),
 )

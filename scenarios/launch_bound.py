@@ -74,6 +74,7 @@ from app.trace import intervals
 from app.trace.builder import Kind, KernelInfo
 from app.trace.emit import launch_phase
 from app.workload import KernelSpec
+from app.scoring.rubric import Rubric
 
 HEAD_DIM = 128
 GRAPH_GAP_US = physics.CUDA_GRAPH_NODE_GAP_US
@@ -742,4 +743,23 @@ scenario = Scenario(
     seed_headlines={"step_ms": 28, "kernels_per_step": 1100, "weight_floor_ms": 8, "fp16_weight_floor_ms": 16},
     reader_checks={"step_ms": "step_ms", "kernels_per_step": "kernels_per_step", "mean_kernel_us": "mean_kernel_us",
                    "mean_gap_us": "mean_gap_us", "compute_busy_ms": "gpu_busy_ms", "compute_idle_ms": "gpu_idle_ms"},
+    rubric=Rubric(
+        root_cause=(
+            (r"launch[- ]bound", r"launch (overhead|latency|cost)", r"\bcpu[- ]bound", r"host[- ]bound",
+             r"(cpu|python|host|dispatch\w*) (can.t|cannot|isn.t able to|doesn.t) (keep up|launch)",
+             r"kernels? (are |is )?(shorter|smaller|faster) than (the )?(launch|cpu|time to launch)",
+             r"(gpu|stream) (waits|waiting|idles?|sits idle) (on|for) (the )?(cpu|launch\w*|host|python)"),
+            (r"(1,?100|too many|thousands? of|hundreds of|a thousand) (tiny |small )?(kernels|launches)", r"unfused", r"elementwise",
+             r"\bfus(e|ion|ing)\b", r"eager"),
+        ),
+        fix=(r"cuda[- ]?graph\w*", r"torch\.compile", r"reduce-overhead", r"\bcaptur\w*"),
+        traps={"optimize_gemms": (r"(tune|optimi[sz]\w*|faster|improve|speed up) .{0,20}(gemm|gemv|matmul)s?", r"tile sizes?",
+                                  r"quantiz\w*"),
+               "item_sync": (r"\.item\(\)", r"\bitem\b.{0,20}sync", r"sync\w* (at the end|per token|stall\w*)"),
+               "gpu_saturated": (r"nvidia-smi", r"100 ?% util\w*", r"gpu (is )?saturated", r"faster gpu")},
+        also_confirms=("cuda-graph",),
+        skip_stages=("overlap",),  # one GPU, no communication: nothing to overlap
+        # the busy/idle split and the per-kernel means, said to within a fifth, tell the same story
+        tolerance={"gpu_busy_ms": 0.2, "gpu_idle_ms": 0.2, "mean_kernel_us": 0.2, "mean_gap_us": 0.2},
+    ),
 )

@@ -94,6 +94,7 @@ from app import physics, workload
 from app.scenario import Built, Scenario, ScenarioParams, gpu_clock_report, make_key, new_builder, obs, param
 from app.trace.builder import Kind, KernelInfo
 from app.trace.schedule import in_order
+from app.scoring.rubric import Rubric
 
 
 # -- the served models (public configs), FP8 weights ------------------------------
@@ -1268,4 +1269,23 @@ scenario = Scenario(
     reader_checks={"step_ms": "step_ms", "max_step_ms": "max_iteration_ms",
                    "nccl_kernels_per_step": "nccl_kernels_per_iteration",
                    "kernels_per_step": "kernels_per_iteration", "max_busy_ms": "max_compute_busy_ms"},
+    rubric=Rubric(
+        root_cause=(
+            (r"prefill.{0,40}(block\w*|stall\w*|starv\w*|freez\w*|monopoli[sz]\w*|hog\w*|stop\w*|delay\w*|in front)",
+             r"head[- ]of[- ]line", r"prefill[- ]first", r"(no|without|not|isn.t|never) (using )?chunk\w*", r"unchunked",
+             r"\b(one|an?|the) (long|big|huge|8k|8,?192[- ]token) (prompt|prefill)"),
+            (r"(every|all|each) (of the )?(in-flight |active |decode |other |\d+ )?(streams?|users?|requests?).{0,50}wait",
+             r"decode.{0,40}(wait|stall|paus|block|starv)", r"(not|never) co-?schedul\w*", r"no decode tokens",
+             r"(whole|entire) prefill", r"it.s scheduling", r"\bschedul(ing|er) (problem|issue|policy|decision)",
+             r"(pure|only) prefill", r"(stall|freez\w*) (every|all)"),
+        ),
+        fix=(r"chunk(ed)?[- ]prefill", r"enable_chunked_prefill", r"max_num_batched_tokens", r"split .{0,30}prefill .{0,30}chunks",
+             r"sarathi", r"disaggregat\w*", r"prefill in chunks"),
+        traps={"gc_jitter": (r"\bgc\b", r"garbage collect\w*", r"\bjitter\b"),
+               "add_replica": (r"(add|another|more|second) (a )?(replicas?|gpus?|capacity|instances?)", r"scale out",
+                               r"out of capacity"),
+               "slow_allreduce": (r"(tp |tensor[- ]parallel )?all-?reduce.{0,30}(slow|bottleneck)", r"nccl.{0,20}(slow|bottleneck)"),
+               "faster_kernels": (r"(tune|optimi[sz]\w*|faster|speed up) .{0,20}(prefill )?(kernels?|gemms?|attention)",)},
+        also_confirms=("request-log",),
+    ),
 )

@@ -100,6 +100,7 @@ from app.trace import intervals
 from app.trace.builder import Kind, KernelInfo, TraceBuilder
 from app.trace.emit import Launched, cpu_span, launch_phase, memcpy
 from app.trace.schedule import in_order
+from app.scoring.rubric import Rubric
 
 VOCAB = 32_000  # Llama 2 tokenizer
 MAX_AI_OF_RIDGE = 0.95  # the skinny shape must sit at least 5% below the ridge to be memory-bound
@@ -878,4 +879,21 @@ scenario = Scenario(
                     "expected_ai": 683, "microbench_ratio": 2.5},
     reader_checks={"step_ms": "step_ms", "busy_pct": "gpu_busy_pct", "compute_idle_ms": "gaps_ms",
                    "max_gap_ms": "max_gap_ms"},
+    rubric=Rubric(
+        root_cause=(
+            (r"memory[- ]bound", r"bandwidth[- ]bound", r"(below|under|left of|short of) (the )?ridge",
+             r"(low|small) arithmetic intensity", r"(hbm|dram|memory) (bandwidth )?(is )?(saturated|the limit|bound)"),
+            (r"\bskinny\b", r"\bm ?= ?\d+", r"(small|tiny|thin) (m|micro-?batch|gemms?)", r"micro-?batch (of |size )?(1|one)\b",
+             r"\bshape\b", r"256 tokens"),
+        ),
+        fix=(r"(rais|increas|bigger|larger|grow)\w* .{0,25}(\bm\b|micro-?batch|batch)", r"micro-?batch .{0,12}(4|four)\b",
+             r"\bm ?= ?1,?024", r"(re)?pack\w* .{0,20}(seq|sequence)", r"grad(ient)? accum\w* .{0,25}(128|fewer|down)"),
+        traps={"profiler_or_mfu_math": (r"profiler (overhead|is (distorting|wrong|lying))", r"mfu (math|calculation|formula)",
+                                        r"profiler.{0,20}distort\w*"),
+               "tune_the_kernel": (r"(autotun\w*|tune|tuning) .{0,20}(gemm|kernel|tiles?)", r"(custom|another|different) (kernel|cublas|algorithm)",
+                                   r"kernel tuning", r"tun\w+ the (gemm|kernel)",
+                                   r"occupancy"),
+               "nccl_is_the_bottleneck": (r"nccl.{0,40}(bottleneck|slow|problem)", r"communication.{0,20}(bottleneck|problem)")},
+        also_confirms=("gemm-microbench",),
+    ),
 )

@@ -86,6 +86,7 @@ from app.scenario import (Built, InstanceError, Scenario, ScenarioParams, gpu_cl
                           obs, param, trace_start_ns)
 from app.trace.builder import Trace
 from app.trace.emit import cpu_span, launch_phase, memcpy
+from app.scoring.rubric import Rubric
 
 GPU_GAP_NS = 1_200  # idle between back-to-back kernels on one stream (dispatch), as training.forward_backward
 LAUNCH_LATENCY_NS = 3_000  # launch_phase's default: a kernel is ready 3 µs after its launch call returns
@@ -592,4 +593,22 @@ scenario = Scenario(
     reader_checks={"step_ms": "step_ms", "max_rank_compute_ms": "straggler_compute_ms",
                    "median_rank_compute_ms": "peer_compute_ms", "rank0_nccl_ms_per_step": "allreduce_ms",
                    "straggler_rank": "straggler_rank"},
+    rubric=Rubric(
+        root_cause=(
+            (r"\b(one|an?|a single|the) (slow\w*|straggl\w*|late|lagging|throttled) (rank|gpu|worker)", r"straggl\w*",
+             r"(rank|gpu) \d+ (is|runs|computes|arrives|takes) (slow|late|longer|behind|last)", r"arrives? last",
+             r"everyone (else )?waits?"),
+            (r"throttl\w*", r"thermal", r"\bclocks?\b", r"\bmhz\b", r"overheat\w*", r"cooling", r"temperature"),
+        ),
+        fix=(r"(fix|repair|check|improve|restore) .{0,20}(cooling|airflow|fans?|thermal)", r"\bcooling\b", r"\bairflow\b",
+             r"(swap|replace|drain|cordon|exclude|remove|rma) .{0,20}(the )?(gpu|node|rank|card)", r"\brma\b"),
+        traps={"nccl_degraded": (r"nccl.{0,30}(slow|degraded|broken|misconfig\w*|tun\w*|bandwidth)", r"nccl_algo", r"nccl-tests",
+                                 r"slow (wire|network|interconnect|links?)", r"bandwidth alone", r"\bnvlink\b",
+                                 r"nvlink.{0,20}(degraded|slow|broken|bad)", r"\bswitch\b"),
+               "data_skew": (r"(data|shard|sequence|batch)[- ]?(skew|imbalanc\w*)", r"imbalanc\w*", r"longer sequences",
+                             r"uneven (data|work|shards?)"),
+               "bad_link": (r"\bnic\b", r"(bad|faulty|broken|degraded) (link|cable|pcie|nvlink|nic)", r"\bpcie\b")},
+        also_confirms=("nvidia-smi", "dcgm", "gemm-microbench"),
+        cues={"bucket_gb": (r"\bmessage\b", r"\bgradients?\b")},
+    ),
 )

@@ -1,0 +1,133 @@
+"""The generic vocabulary: the discipline's stages, how a hypothesis is rejected or
+endorsed, how engineers name each measurement, and which words say a number is about a
+quantity. Patterns are case-insensitive regular expressions."""
+
+from __future__ import annotations
+
+import re
+
+STAGES = ("step_boundary", "gaps", "overlap", "longest_kernel")
+STAGE_LABELS = {"step_boundary": "step boundary", "gaps": "gaps", "overlap": "overlap",
+                "longest_kernel": "longest kernel"}
+
+# A stage is mentioned by a sentence that says one of these.
+STAGE_PATTERNS = {
+    "step_boundary": (
+        r"\bstep (time |period |boundar\w*|length )?(is|of|was|takes|runs|at|=|~|≈)",
+        r"\b(step|iteration|token|period)s? (boundar\w*|period|time|latency)\b", r"profilerstep",
+        r"\bper (step|iteration|token)\b.{0,30}\d", r"\bone (full )?(step|iteration)\b",
+        r"\b(each|every) (step|iteration|token)\b.{0,40}\d+(\.\d+)? ?(ms|s|µs|us)\b",
+        r"\b\d+(\.\d+)? ?(ms|s)\b (steps?|iterations?|per step|per token|period)",
+        r"\b(inter-token latency|itl) (p50|median)\b", r"\b(p50|median) (itl|inter-token)",
+        r"\b(step|iteration|token)s? (takes?|lasts?|runs?|is|are|of)\b.{0,20}\d",
+    ),
+    "gaps": (
+        r"\bidle\b", r"\bgaps?\b", r"\bholes?\b", r"\bbubbles?\b", r"\bstarv\w*", r"\bwaiting\b", r"\bwaits\b",
+        r"\bnothing (is )?running\b", r"\bstall\w*", r"\bempty\b", r"\bwall[- ]to[- ]wall\b", r"\bno gaps?\b",
+        r"\bbusy\b.{0,20}\d+(\.\d+)? ?%", r"\bpicket fence\b", r"\bsits? (there|waiting)\b",
+    ),
+    "overlap": (
+        r"\boverlap\w*", r"\bserializ\w*", r"\bconcurrent\w*", r"\bhidden\b", r"\bhides?\b", r"\bexposed\b",
+        r"\bin parallel\b", r"\bafter backward\b", r"\bunder (the )?(backward|compute)\b", r"\bco-?schedul\w*",
+        r"\bbehind (the )?compute\b", r"\bmixed (with|into) (the )?decode", r"\bno decode tokens\b",
+        r"\b(alongside|together with) (the )?decode", r"\bcommunication\b.{0,30}\b(compute|backward)\b",
+        # across ranks the question is whether the collective's time is transfer or waiting
+        r"\b(nccl|collective|all-?reduce)\b.{0,40}\binclud\w* (the )?wait", r"\bwait\w* for the (slowest|last) rank",
+    ),
+    "longest_kernel": (
+        r"\blongest kernel", r"\btop kernel", r"\bkernel (summary|mix|breakdown)", r"\bhottest\b",
+        r"\bdominant (kernel|gemm)", r"\bgemms?\b", r"\bkern_sum\b", r"\binside (the |it\b|them\b|a kernel)",
+        r"\bbusy\b.{0,40}\b(healthy|normal|fine)\b", r"\b(uniformly )?slow(er)? kernels\b", r"\bkernels? (are|look) (healthy|fine|normal)",
+        r"\broofline\b", r"\bmemory[- ]bound\b", r"\bcompute[- ]bound\b", r"\barithmetic intensity\b",
+        r"\bwhich kernel", r"\bkernel (family|families)\b", r"\btensor (pipe|cores?)\b",
+    ),
+}
+
+# Rejecting a hypothesis: a negation or a verdict in the sentence that names it.
+REJECT = (
+    r"\bnot\b", r"n't\b", r"\bno\b", r"\bnever\b", r"\bcannot\b", r"\brule[sd]?\b.{0,12}\bout\b", r"\brather than\b",
+    r"\binstead of\b", r"\btempting\b", r"\bred herring\b", r"\bdistraction\b", r"\breject\w*", r"\bconsidered\b",
+    r"\bunlikely\b", r"\bdismiss\w*", r"\bdoesn.t (explain|add up|account)", r"\bonly (explains?|accounts?|buys?|gets?)\b",
+    r"\bchecks out\b", r"\bhealthy\b", r"\bfine\b", r"\bnormal\b", r"\bwrong\b", r"\bfalse\b", r"\bmisleading\b",
+    r"\bbut\b", r"\bwould(n.t)? only\b", r"\bdoes(n't| not) matter\b",
+)
+# Endorsing it: saying it is the cause, or proposing it as the fix.
+ENDORSE = (
+    r"\bis the (problem|cause|bottleneck|culprit|issue|root cause)\b", r"\bcaus\w+\b", r"\bbecause\b", r"\bdue to\b",
+    r"\bthe fix\b", r"\bfix (it|this)\b", r"\bwe should\b", r"\bi.d\b", r"\bi would\b", r"\bneed to\b", r"\bmust\b",
+    r"\blet.s\b", r"\bsolution\b", r"\bbottleneck\b", r"\bproblem is\b", r"\bslow\w*\b", r"\bresponsible\b",
+    r"\bexplains?\b", r"\bblame\b", r"\bguilty\b", r"\bmeans\b",
+)
+
+# Words around an outcome: what the fix leaves behind.
+OUTCOME = (r"\bexpect\w*", r"\bafter\b", r"\bwould\b", r"\bshould\b", r"\bgoes\b", r"\bdrops?\b", r"\bfalls?\b",
+           r"→|->", r"\bdown to\b", r"\bbecomes?\b", r"\bfix\w*\b", r"\bwin\b", r"\bsav\w+\b", r"\bto ~?\d")
+
+# How people name each measurement (tool id -> patterns).
+MEASUREMENTS = {
+    "nsys-kern-sum": (r"cuda_gpu_kern_sum", r"\bkern_sum\b", r"nsys stats", r"kernel summary",
+                      r"count(ing)? (the )?(nccl )?kernel (instances|launches|calls)",
+                      r"(number|count) of (nccl |all-?reduce )?kernels? per step", r"kernel instances"),
+    "nsys-api-sum": (r"cuda_api_sum", r"\bapi_sum\b", r"cuda api summary", r"count(ing)? (the )?(cudaLaunchKernel|launch(es)?)",
+                     r"cudalaunchkernel (calls|count)", r"launches per token", r"api (row|summary)"),
+    "nsys-nvtx-sum": (r"nvtx_sum", r"nvtx (range )?summary", r"annotation summary"),
+    "nsys-mem-sum": (r"mem_(time|size)_sum", r"memcpy summary", r"memory operations? summary"),
+    "per-rank": (r"per[- ]rank (step|time|compute|breakdown|decomposition|timing)", r"compare (the )?ranks",
+                 r"each rank.{0,20}(time|compute)", r"max(imum)?\s*/\s*median", r"across ranks", r"all ranks' traces"),
+    "nvidia-smi": (r"nvidia-smi", r"\bclocks?\b.{0,30}\bthrottl\w*", r"throttle reasons?", r"clock event reasons?"),
+    "dcgm": (r"\bdcgm\w*", r"DCGM_FI_\w+"),
+    "ncu": (r"\bncu\b", r"nsight compute", r"speed of light", r"\bsol\b", r"roofline (point|analysis|chart)",
+            r"dram throughput"),
+    "gemm-microbench": (r"micro-?bench\w*", r"torch\.matmul", r"benchmark (the|a|that) gemm", r"isolated gemm"),
+    "synthetic-data": (r"synthetic[- ](data|dataset|batch\w*|input)", r"fake data", r"torch\.randn", r"in-memory (data|batch\w*)",
+                       r"(random|dummy) (tensors|data|batch\w*)"),
+    "cuda-graph": (r"cuda[- ]?graph\w*", r"torch\.compile", r"reduce-overhead", r"cudagraphlaunch"),
+    "ddp-debug": (r"torch_distributed_debug", r"bucket count", r"_rebuild_buckets", r"ddp (logging|debug)"),
+    "request-log": (r"request log", r"benchmark_serving", r"per-request", r"ttft (per|by) request"),
+    "itl-scatter": (r"scatter", r"(plot|correlat\w*|line up|lines up|chart) .{0,40}(itl|inter-token|latency).{0,40}prefill",
+                    r"(itl|inter-token latency|latency) (against|vs\.?|versus) .{0,20}prefill",
+                    r"prefill tokens per iteration"),
+}
+
+# Words that say a number is about an observation, by the words of its id and label.
+SYNONYMS = {
+    "step": ("step", "iteration", "period", "per step"), "iteration": ("iteration", "step", "period"),
+    "allreduce": ("all-?reduce", "allreduce", "nccl", "comm\\w*", "collective"),
+    "nccl": ("nccl", "all-?reduce", "comm\\w*", "collective"), "comm": ("comm\\w*", "nccl", "all-?reduce"),
+    "idle": ("idle", "gaps?", "holes?", "bubbles?", "waits?", "waiting", "starv\\w*"),
+    "gap": ("gaps?", "idle", "holes?", "bubbles?"), "wait": ("wait\\w*", "idle", "gaps?", "blocked"),
+    "busy": ("busy", "compute", "active", "kernels?"), "compute": ("compute", "busy", "fwd|forward|bwd|backward"),
+    "busbw": ("busbw", "bus ?bandwidth", "bandwidth", "GB/s"), "mfu": ("mfu", "utili[sz]ation", "flops utilization"),
+    "speedup": ("speed-?up", "faster", "throughput", "improvement", "gain", "win"),
+    "kernels": ("kernels?", "launch\\w*", "instances"), "buckets": ("buckets?", "all-?reduces?"),
+    "gemm": ("gemms?", "matmul", "m ?=", "shape"), "m": ("m ?=", "\\bm\\b", "rows", "micro-?batch", "tokens"),
+    "ridge": ("ridge",), "intensity": ("intensity", "flop/b\\w*", "ai\\b"), "ai": ("intensity", "\\bai\\b", "flop/b"),
+    "itl": ("itl", "inter-?token", "token latency", "latency"), "ttft": ("ttft", "time to first token", "first token"),
+    "p99": ("p99", "99th", "tail"), "p50": ("p50", "median", "typical"), "prefill": ("prefill", "prompt"),
+    "clock": ("clock", "mhz", "throttl\\w*"), "sm": ("sm clock", "clock", "mhz"),
+    "rank": ("rank", "gpu \\d"), "straggler": ("straggler", "slow rank", "rank \\d", "late"),
+    "h2d": ("h2d", "htod", "host.to.device", "memcpy", "copy"), "dataloader": ("data ?loader", "input", "loader", "next"),
+    "workers": ("workers?",), "supply": ("supply", "workers?", "images/s", "img/s", "decode"),
+    "demand": ("demand", "consum\\w*", "gpu (eats|needs|wants)", "images/s", "img/s"),
+    "token": ("token", "decode step", "per token", "itl"), "mean": ("mean", "average", "avg", "typical"),
+    "floor": ("floor", "lower bound", "minimum", "bandwidth bound", "weights"),
+    "weight": ("weights?",), "expected": ("expect\\w*", "after", "should", "would", "fix\\w*", "target"),
+    "share": ("share", "%", "of the", "fraction"), "pct": ("%", "percent"), "top": ("top", "longest", "dominant", "biggest"),
+    "dram": ("dram", "hbm", "memory (throughput|bandwidth)"), "tensor": ("tensor", "compute throughput", "sm throughput"),
+    "microbench": ("micro-?bench\\w*", "matmul", "benchmark"), "fwd": ("forward", "fwd"), "bwd": ("backward", "bwd"),
+    "opt": ("optimizer", "adam\\w*", "opt\\b"), "chunk": ("chunk\\w*",), "streams": ("streams?", "concurrent", "users"),
+    "spike": ("spike", "stall", "freeze", "p99", "jump"),
+}
+STOP = set("the a an of in on at per to for by with and or its it is as from one each every all this that "
+           "ms us pct gbps mhz gb tflops kernels tokens x s".split())
+
+
+def words_of(obs: dict) -> list[str]:
+    """The cue patterns of an observation: its id's and label's words and their synonyms."""
+    raw = re.split(r"[_\W]+", obs["id"].lower()) + re.findall(r"[a-z][a-z0-9-]+", obs.get("label", "").lower())
+    out: list[str] = []
+    for w in raw:
+        if not w or w in STOP or len(w) < 2:
+            continue
+        out += SYNONYMS.get(w, ()) or [re.escape(w)]
+    return list(dict.fromkeys(out))

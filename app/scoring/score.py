@@ -1,0 +1,286 @@
+"""Score a narrated read against an instance's answer key (contract 4 of DESIGN.md).
+
+Deterministic rules, no model: every point earned cites the characters that earned it,
+and every point missed says what was expected, in the instance's numbers.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from app.scoring import lexicon
+from app.scoring.numbers import Quantity, matches, quantities
+from app.scoring.rubric import Rubric
+from app.scoring.text import Span, clauses, find, sentences
+
+WEIGHTS = {"discipline_order": 20, "findings": 25, "trap": 15, "root_cause": 15, "measurement": 10, "fix_win": 15}
+LABELS = {"discipline_order": "Discipline order", "findings": "Findings with numbers", "trap": "Trap considered and rejected",
+          "root_cause": "Root cause", "measurement": "Decisive measurement", "fix_win": "Fix and expected win"}
+MAX_CHARS = 20_000  # a 60-second read is ~1,000 characters; a long written one ~5,000
+TRAP_CAP = 40  # endorsing the trap caps the total here
+FULL_FINDINGS = 0.7  # share of the model answer's numbers that earns full findings marks
+INVERSION = 0.4  # each pair of stages said out of order costs this share of a stage's points
+# Observations that belong to the fix, scored under fix_win rather than findings.
+FIX_IDS = {"expected_step_ms", "speedup"}
+
+
+class NarrationError(ValueError):
+    """The narration cannot be scored (empty, too long); the message says why."""
+
+
+@dataclass
+class Read:
+    """A narration split once for every criterion."""
+
+    text: str
+    sents: list[Span]
+    qty: list[Quantity]
+
+    def sentence_of(self, pos: int) -> int:
+        for i, s in enumerate(self.sents):
+            if s.start <= pos < s.end:
+                return i
+        return len(self.sents) - 1
+
+    def clause_of(self, pos: int) -> Span:
+        s = self.sents[self.sentence_of(pos)]
+        return next((c for c in clauses(s) if c.start <= pos < c.end), s)
+
+
+def _ev(text: str, start: int, end: int, reason: str) -> dict:
+    return {"text": text[start:end], "start": start, "end": end, "reason": reason}
+
+
+def _criterion(cid: str, score: float, evidence: list[dict], missed: list[str], weights: dict) -> dict:
+    return {"id": cid, "label": LABELS[cid], "score": round(min(max(score, 0.0), weights[cid]), 1),
+            "max": weights[cid], "evidence": evidence, "missed": missed}
+
+
+def read_of(text: str) -> Read:
+    # typographic quotes as ASCII, one character for one, so spans still index the original
+    plain = text.translate(str.maketrans("’‘“”", "''\"\""))
+    return Read(plain, sentences(plain), quantities(plain))
+
+
+# --- findings --------------------------------------------------------------------------
+
+def _cue_rx(obs: dict, rubric: Rubric) -> re.Pattern:
+    words = lexicon.words_of(obs) + list(rubric.cues.get(obs["id"], ()))
+    return re.compile("|".join(f"(?:{w})" for w in words), re.I) if words else re.compile(r"(?!x)x")
+
+
+def stated(read: Read, observations: list[dict], rubric: Rubric) -> dict[str, tuple[Quantity, dict]]:
+    """Observation id -> the first quantity that states it: the value within tolerance and
+    the clause (or, failing that, the sentence) about that quantity."""
+    cues = {o["id"]: _cue_rx(o, rubric) for o in observations}
+    out: dict[str, tuple[Quantity, dict]] = {}
+    for q in read.qty:
+        clause = read.clause_of(q.start)
+        sent = read.sents[read.sentence_of(q.start)]
+        for o in observations:
+            if o["id"] in out or not matches(q, o["value"], o["unit"], rubric.tolerance.get(o["id"], 0.10)):
+                continue
+            if cues[o["id"]].search(clause.text) or (cues[o["id"]].search(sent.text) and len(clauses(sent)) == 1):
+                out[o["id"]] = (q, o)
+    return out
+
+
+def _findings(read: Read, key: dict, rubric: Rubric, w: dict) -> dict:
+    obs = [o for o in key["observations"] if o["id"] not in FIX_IDS]
+    targets = set(stated(read_of(key["model_answer"]), obs, rubric)) or {o["id"] for o in obs[:6]}
+    got = stated(read, obs, rubric)
+    on_target = [i for i in got if i in targets]
+    extra = [i for i in got if i not in targets]
+    # Full marks at 70% of what the model answer states: a spoken minute cannot say it all.
+    credit = (len(on_target) + 0.5 * len(extra)) / (FULL_FINDINGS * len(targets))
+    ev = [_ev(read.text, q.start, q.end, f"{o['label']}: {o['value']:g} {o['unit']}".rstrip()) for q, o in got.values()]
+    missed = [f"{o['label']}: {o['value']:g} {o['unit']}".rstrip() for o in obs if o["id"] in targets and o["id"] not in got]
+    return _criterion("findings", w["findings"] * min(1.0, credit), ev, missed, w)
+
+
+# --- discipline order ------------------------------------------------------------------
+
+def _discipline(read: Read, rubric: Rubric, w: dict) -> dict:
+    stages = [st for st in lexicon.STAGES if st not in rubric.skip_stages]
+    first: dict[str, tuple[int, re.Match]] = {}
+    for i, s in enumerate(read.sents):
+        for stage in stages:
+            if stage not in first:
+                m = find(list(lexicon.STAGE_PATTERNS[stage]), s.text)
+                if m:
+                    first[stage] = (i, m)
+    per = w["discipline_order"] / len(stages)
+    score = per * len(first)
+    order = [st for st in stages if st in first]
+    said = sorted(order, key=lambda st: (first[st][0], first[st][1].start()))
+    inversions = [(a, b) for i, a in enumerate(order) for b in order[i + 1:] if said.index(a) > said.index(b)]
+    score -= INVERSION * per * len(inversions)
+    missed = [f"{lexicon.STAGE_LABELS[st]} never stated" for st in stages if st not in first]
+    if ("longest_kernel", "gaps") in [(b, a) for a, b in inversions] or (
+            "longest_kernel" in first and "gaps" in first and said.index("longest_kernel") < said.index("gaps")):
+        score -= INVERSION * per
+        missed.append("went to the longest kernel before accounting for the gaps (the idle time comes first)")
+    for a, b in inversions:
+        if (a, b) != ("gaps", "longest_kernel"):
+            missed.append(f"{lexicon.STAGE_LABELS[b]} before {lexicon.STAGE_LABELS[a]}")
+    ev = []
+    for st in said:
+        i, m = first[st]
+        s = read.sents[i]
+        ev.append(_ev(read.text, s.start + m.start(), s.start + m.end(), f"{lexicon.STAGE_LABELS[st]} (stage "
+                                                                         f"{lexicon.STAGES.index(st) + 1})"))
+    return _criterion("discipline_order", score, ev, missed, w)
+
+
+# --- trap ------------------------------------------------------------------------------
+
+def _has(patterns, text: str) -> re.Match | None:
+    return find(list(patterns), text)
+
+
+def _trap(read: Read, key: dict, rubric: Rubric, w: dict) -> tuple[dict, bool]:
+    best, ev, endorsed_ev = 0.0, [], []
+    for trap in key["traps"]:
+        pats = rubric.traps.get(trap["id"], ())
+        for i, s in enumerate(read.sents):
+            m = _has(pats, s.text) if pats else None
+            if not m:
+                continue
+            clause = next((c for c in clauses(s) if c.start <= s.start + m.start() < c.end), s)
+            nxt = read.sents[i + 1].text if i + 1 < len(read.sents) else ""
+            rejected = _has(lexicon.REJECT, s.text) or (
+                re.match(r"\s*(but|that('s| is)|it('s| is)|no\b|not\b|which (is|would))", nxt, re.I)
+                and _has(lexicon.REJECT, nxt))
+            span = (s.start + m.start(), s.start + m.end())
+            if rejected:
+                arith = any(read.sentence_of(q.start) in (i, i + 1) for q in read.qty)
+                pts = w["trap"] if arith else w["trap"] * 2 / 3
+                why = "rejected with arithmetic" if arith else "rejected, without the arithmetic"
+                if pts > best:
+                    best = pts
+                    ev = [_ev(read.text, s.start, s.end, f"trap '{trap['claim']}' {why}")]
+            elif _has(lexicon.ENDORSE, clause.text) or _has(lexicon.ENDORSE, s.text):
+                endorsed_ev.append(_ev(read.text, *span, f"endorses the trap: {trap['claim']}"))
+            elif w["trap"] / 5 > best:
+                best = w["trap"] / 5
+                ev = [_ev(read.text, *span, f"names the trap '{trap['claim']}' without rejecting it")]
+    if endorsed_ev:
+        t0 = key["traps"][0]
+        return _criterion("trap", 0, endorsed_ev, [f"reject it: {t0['why_wrong']}"], w), True
+    missed = [] if best >= w["trap"] else [
+        f"consider and reject '{t['claim']}' out loud, with the arithmetic: {t['why_wrong']}" for t in key["traps"][:1]]
+    return _criterion("trap", best, ev, missed, w), False
+
+
+# --- root cause, measurement, fix -------------------------------------------------------
+
+_NEG = (r"\bnot\b", r"n't\b", r"\bno\b", r"\bnever\b", r"\brather than\b", r"\binstead of\b", r"\bruled? out\b")
+
+
+def _root_cause(read: Read, key: dict, rubric: Rubric, w: dict) -> dict:
+    found, ev = 0, []
+    for group in rubric.root_cause:
+        hit = None
+        for s in read.sents:
+            for c in clauses(s):
+                m = _has(group, c.text)
+                if m and not _has(_NEG, c.text[:m.start()]):
+                    hit = (c, m)
+                    break
+            if hit:
+                break
+        if hit:
+            c, m = hit
+            found += 1
+            ev.append(_ev(read.text, c.start + m.start(), c.start + m.end(), "root cause"))
+    missed = [] if found == len(rubric.root_cause) else [key["root_cause"]]
+    return _criterion("root_cause", w["root_cause"] * found / max(1, len(rubric.root_cause)), ev, missed, w)
+
+
+def _measurement(read: Read, key: dict, rubric: Rubric, runs: list[dict], w: dict) -> dict:
+    decisive = key["decisive_measurement"]
+    ran = {r.get("tool") for r in runs}
+
+    def said(tool):
+        return _has(lexicon.MEASUREMENTS.get(tool, ()), read.text)
+
+    for tool, pts in [(decisive, 1.0)] + [(t, 0.5) for t in rubric.also_confirms]:
+        m = said(tool)
+        if m:
+            return _criterion("measurement", w["measurement"] * pts, [_ev(read.text, m.start(), m.end(), f"names {tool}")],
+                              [] if pts == 1 else [f"the decisive one: {key['confirmation']}"], w)
+        if tool in ran:
+            r = next(r for r in runs if r.get("tool") == tool)
+            note = f"ran {tool} in the measurements panel" + (f" at {r['since_open_s']:.0f} s" if "since_open_s" in r else "")
+            return _criterion("measurement", w["measurement"] * pts, [{"text": "", "start": 0, "end": 0, "reason": note}],
+                              [] if pts == 1 else [f"the decisive one: {key['confirmation']}"], w)
+    return _criterion("measurement", 0, [], [f"name or run the decisive measurement ({decisive}): {key['confirmation']}"], w)
+
+
+def _fix_win(read: Read, key: dict, rubric: Rubric, w: dict) -> dict:
+    part = w["fix_win"] / 3
+    score, ev, missed = 0.0, [], []
+    m = _has(rubric.fix, read.text)
+    if m:
+        score += part
+        ev.append(_ev(read.text, m.start(), m.end(), "names the fix"))
+    else:
+        missed.append(f"the fix: {key['fix']}")
+    exp = key["expected"]
+    # the after-value, preferably where the read talks about the fix or the outcome
+    said = [q for q in read.qty if matches(q, float(exp["after_ms"]), "ms")]
+    outcome = [q for q in said if _has(lexicon.OUTCOME, read.clause_of(q.start).text)]
+    after = (outcome or said or [None])[0]
+    # the win can be said as the step after the fix or as any other figure the key expects
+    # after it (MFU, ITL p99, arithmetic intensity), said of that quantity
+    later = stated(read, [o for o in key["observations"] if o["id"].startswith("expected_")], rubric)
+    if after:
+        score += part
+        ev.append(_ev(read.text, after.start, after.end, f"after the fix: {float(exp['after_ms']):g} {exp['unit']}"))
+    elif later:
+        q, o = next(iter(later.values()))
+        score += part
+        ev.append(_ev(read.text, q.start, q.end, f"after the fix: {o['label']} {o['value']:g} {o['unit']}"))
+    else:
+        missed.append(f"the expected value after the fix: ~{float(exp['after_ms']):.0f} {exp['unit']} "
+                      f"({exp.get('arithmetic', '')})".rstrip(" ()"))
+    sp = float(exp["speedup"])
+    gain = next((q for q in read.qty if (q.unit == "x" and matches(q, sp, "x"))
+                 or (q.unit == "%" and abs(q.value - (sp - 1) * 100) <= 0.1 * (sp - 1) * 100 + 1
+                     and _has(lexicon.SYNONYMS["speedup"], read.sents[read.sentence_of(q.start)].text))), None)
+    # "610 -> 415 ms" says the win as before and after in one breath: the ratio is implied
+    before = next((q for q in read.qty if after and q.start < after.start
+                   and read.clause_of(q.start) == read.clause_of(after.start)
+                   and matches(q, float(exp["before_ms"]), "ms" if q.unit else "")), None)
+    if gain:
+        score += part
+        ev.append(_ev(read.text, gain.start, gain.end, f"speedup: {sp:.2f}x"))
+    elif before:
+        score += part
+        ev.append(_ev(read.text, before.start, after.end, f"before -> after: {sp:.2f}x"))
+    else:
+        missed.append(f"the speedup: {float(exp['before_ms']):.0f} / {float(exp['after_ms']):.0f} = {sp:.2f}x")
+    return _criterion("fix_win", score, ev, missed, w)
+
+
+# --- the report ------------------------------------------------------------------------
+
+def score(key: dict, rubric: Rubric, narration: str, runs: list[dict] | None = None,
+          weights: dict | None = None) -> dict:
+    """Contract 4: total, trap_endorsed, word_count, criteria with evidence and misses."""
+    if not narration or not narration.strip():
+        raise NarrationError("the narration is empty: say what the trace shows")
+    if len(narration) > MAX_CHARS:
+        raise NarrationError(f"the narration is {len(narration):,} characters; the limit is {MAX_CHARS:,} "
+                             f"(a 60-second read is about 1,000)")
+    w = {**WEIGHTS, **(weights or {})}
+    read = read_of(narration)
+    trap, endorsed = _trap(read, key, rubric, w)
+    criteria = [_discipline(read, rubric, w), _findings(read, key, rubric, w), trap, _root_cause(read, key, rubric, w),
+                _measurement(read, key, rubric, runs or [], w), _fix_win(read, key, rubric, w)]
+    total = sum(c["score"] for c in criteria) * 100 / sum(w.values())
+    if endorsed:
+        total = min(total, TRAP_CAP)
+    return {"scenario": key["scenario"], "seed": key["seed"], "total": round(total, 1), "trap_endorsed": endorsed,
+            "word_count": len(re.findall(r"\b[\w'’.-]+\b", narration)), "criteria": criteria}

@@ -1,0 +1,53 @@
+"""Sentences and clauses of a narration, with their character spans."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Span:
+    start: int
+    end: int
+    text: str
+
+
+# A sentence ends at . ! ? or a line break, but not inside a number ("1.33x", "0.6 s").
+_SENTENCE = re.compile(r"[^.!?\n]+(?:(?<=\d)\.(?=\d)[^.!?\n]*)*[.!?]*", re.S)
+
+
+def sentences(text: str) -> list[Span]:
+    out = []
+    for m in _SENTENCE.finditer(text):
+        s = m.group(0)
+        if s.strip():
+            lead = len(s) - len(s.lstrip())
+            out.append(Span(m.start() + lead, m.end(), s.strip()))
+    return out
+
+
+# Clauses: a sentence split at ; : — – and ", so"/", but"-style joints, where one claim
+# ends and the next begins ("the step is 622 ms; the all-reduce is 175").
+_JOINT = re.compile(r"\s*(?:;|:|—|–| - |,\s*(?:so|but|and|while|which|whereas)\b)\s*")
+
+
+def clauses(sentence: Span) -> list[Span]:
+    out, pos = [], 0
+    for m in _JOINT.finditer(sentence.text):
+        if m.start() > pos:
+            out.append(Span(sentence.start + pos, sentence.start + m.start(), sentence.text[pos:m.start()]))
+        pos = m.end()
+    if pos < len(sentence.text):
+        out.append(Span(sentence.start + pos, sentence.start + len(sentence.text), sentence.text[pos:]))
+    return out
+
+
+def find(patterns: list[str], text: str, start: int = 0) -> re.Match | None:
+    """The earliest match of any pattern (case-insensitive) at or after `start`."""
+    best = None
+    for p in patterns:
+        m = re.compile(p, re.I).search(text, start)
+        if m and (best is None or m.start() < best.start()):
+            best = m
+    return best
