@@ -142,6 +142,22 @@ def cmd_tool(args) -> None:
             print(f"{args.tool_id} does not apply here: {e}")
 
 
+def cmd_score(args) -> None:
+    from app.scoring.score import NarrationError, score
+
+    inst = _instance(args)
+    try:
+        text = Path(args.narration).read_text(encoding="utf-8") if args.narration != "-" else sys.stdin.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise InstanceError(f"cannot read the narration {args.narration}: {e}") from None
+    runs = [{"tool": t} for t in (args.ran or [])]
+    try:
+        report = score(inst.key, inst.scenario.rubric, text, runs)
+    except NarrationError as e:
+        raise InstanceError(str(e)) from None
+    print(json.dumps(report, indent=1, default=float))
+
+
 def cmd_serve(args) -> None:
     import uvicorn
 
@@ -188,6 +204,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("trace", help="Kineto JSON file (.json or .json.gz)")
     p.add_argument("query", help="one SELECT statement")
     p.set_defaults(func=cmd_sql)
+    p = sub.add_parser("score", help="score a narrated read of an instance (the report as JSON)")
+    _instance_args(p)
+    p.add_argument("narration", help="a text file with the read (- for stdin)")
+    p.add_argument("--ran", action="append", metavar="TOOL_ID", help="a measurement run before narrating (repeatable)")
+    p.set_defaults(func=cmd_score)
     p = sub.add_parser("serve", help="serve the web app")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)

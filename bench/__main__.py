@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from bench import analyze, generate, tools, viewer
+from bench import analyze, generate, score, tools, viewer
 
-BENCHES = {"generate": generate.main, "analyze": analyze.main, "tools": tools.main, "viewer": viewer.main}
+BENCHES = {"generate": generate.main, "analyze": analyze.main, "tools": tools.main, "viewer": viewer.main, "score": score.main}
 
 
 def main(argv: list[str]) -> int:

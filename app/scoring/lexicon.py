@@ -122,12 +122,19 @@ STOP = set("the a an of in on at per to for by with and or its it is as from one
            "ms us pct gbps mhz gb tflops kernels tokens x s".split())
 
 
+# Context words: they say where a quantity was measured, not which one it is ("NCCL
+# kernels per step" is about NCCL kernels); an observation keeps one only when its id
+# leads with it ("step_ms") or it has no other words.
+GENERIC = {"step", "steps", "per", "end", "iteration", "iterations", "token", "tokens"}
+
+
 def words_of(obs: dict) -> list[str]:
     """The cue patterns of an observation: its id's and label's words and their synonyms."""
     raw = re.split(r"[_\W]+", obs["id"].lower()) + re.findall(r"[a-z][a-z0-9-]+", obs.get("label", "").lower())
+    raw = [w for w in raw if w and w not in STOP and len(w) >= 2]
+    head = obs["id"].split("_")[0]  # what the id leads with is what it is ("step_ms")
+    distinctive = [w for w in raw if w not in GENERIC or w == head]
     out: list[str] = []
-    for w in raw:
-        if not w or w in STOP or len(w) < 2:
-            continue
+    for w in distinctive or raw:
         out += SYNONYMS.get(w, ()) or [re.escape(w)]
     return list(dict.fromkeys(out))

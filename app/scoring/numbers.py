@@ -171,7 +171,9 @@ def matches(q: Quantity, value: float, unit: str, rel: float = 0.10) -> bool:
     v, u = key_value(value, unit)
     if q.unit and u and q.unit != u:
         return False
-    if not q.unit and u in ("ms", "%", "x", "GB", "MB"):
-        return False  # a bare "175" can state a count or an intensity, not a duration or a share
+    if not q.unit and (u in ("ms", "%", "x", "GB", "MB") or v < 10):
+        # a bare "175" can state a count or an intensity, not a duration or a share; and a
+        # bare small number ("rank 3", "(1)") is too common to be a finding without its unit
+        return False
     tol = abs(v) * rel
     return q.low - tol <= v <= q.high + tol

@@ -1,0 +1,190 @@
+"""The scorer: quantities as people say them, the calibration suite (every scenario), and
+the report's contract."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import scenarios
+from app.scoring.numbers import matches, quantities
+from app.scoring.score import MAX_CHARS, NarrationError, score
+from tests.calibration import READS
+
+SEED_DOC = Path(__file__).resolve().parents[2] / "shared" / "seed" / "trace-reading-walkthroughs.md"
+ORDER = ["ddp", "dataloader", "launch-bound", "straggler", "prefill", "skinny-gemm"]  # the seed's cases 1-6
+IDS = ["discipline_order", "findings", "trap", "root_cause", "measurement", "fix_win"]
+
+
+def run(sid: str, text: str, seed="canonical", runs=None) -> dict:
+    scn = scenarios.get(sid)
+    return score(scn.instance(seed).key, scn.rubric, text, runs)
+
+
+def crit(report: dict, cid: str) -> dict:
+    return next(c for c in report["criteria"] if c["id"] == cid)
+
+
+# --- quantities ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("said,value,unit", [
+    ("~175 ms", 175, "ms"), ("about 28%", 28, "%"), ("0.6 s", 600, "ms"), ("1,100 kernels", 1100, "kernels"),
+    ("1.33x", 1.33, "x"), ("1.33×", 1.33, "x"), ("2.8 times", 2.8, "x"), ("15 µs", 0.015, "ms"), ("15 us", 0.015, "ms"),
+    ("160 GB/s", 160, "GB/s"), ("3.35 TB/s", 3350, "GB/s"), ("228 FLOP/byte", 228, "FLOP/B"), ("1219 MHz", 1219, "MHz"),
+    ("twenty-eight percent", 28, "%"), ("one point three three x", 1.33, "x"),
+    ("a hundred and seventy-five milliseconds", 175, "ms"), ("six hundred twenty-two ms", 622, "ms"),
+    ("800 img/s", 800, "img/s"), ("8,192 tokens", 8192, "tokens"), ("roughly 24 TFLOP/s", 24, "TFLOP/s"),
+])
+def test_quantities_as_people_say_them(said, value, unit):
+    (q,) = quantities(f"it was {said} there")
+    assert q.unit == unit and q.value == pytest.approx(value)
+
+
+def test_ranges_arrows_and_names():
+    q = quantities("175-180 ms, MFU 31→41%, 622 -> 473 ms on an H100 with bf16 and sm90 kernels")
+    assert [(x.low, x.high, x.unit) for x in q[:1]] == [(175, 180, "ms")]
+    assert [(x.value, x.unit) for x in q[1:]] == [(31, "%"), (41, "%"), (622, "ms"), (473, "ms")]
+
+
+def test_matching_respects_units_and_tolerance():
+    (q,) = quantities("about 160 ms")
+    assert matches(q, 175, "ms") and not matches(q, 200, "ms") and not matches(q, 160, "%")
+    (bare,) = quantities("it was 175 then")
+    assert not matches(bare, 175, "ms"), "a bare number does not state a duration"
+
+
+# --- the calibration suite ---------------------------------------------------------------
+
+def seed_reads() -> dict[str, str]:
+    text = SEED_DOC.read_text()
+    return dict(zip(ORDER, re.findall(r"In the interview \(60 seconds\)\s*\n\s*“(.+?)”", text, re.S)))
+
+
+@pytest.mark.skipif(not SEED_DOC.exists(), reason=f"the seed document is not at {SEED_DOC}")
+@pytest.mark.parametrize("sid", ORDER)
+def test_the_seeds_sixty_second_version_scores_high(sid):
+    r = run(sid, seed_reads()[sid])
+    assert r["total"] >= 85 and not r["trap_endorsed"], r
+
+
+@pytest.mark.parametrize("sid", list(scenarios.REGISTRY))
+def test_calibration(sid):
+    sets = READS[sid]
+    strong = [run(sid, t) for t in sets["strong"]]
+    for r in strong:
+        assert r["total"] >= 80 and not r["trap_endorsed"]
+    best = max(r["total"] for r in strong)
+    strong_order = min(crit(r, "discipline_order")["score"] for r in strong)
+    for t in sets["trap"]:
+        r = run(sid, t)
+        assert r["trap_endorsed"] and r["total"] <= 40
+    for t in sets["disorder"]:
+        assert crit(run(sid, t), "discipline_order")["score"] < strong_order
+    for t in sets["vague"]:
+        r = run(sid, t)
+        assert r["total"] <= best - 15 and crit(r, "findings")["score"] == 0
+
+
+@pytest.mark.parametrize("sid", list(scenarios.REGISTRY))
+@pytest.mark.parametrize("seed", [0, 3, 8, 21])
+def test_model_answers_of_random_seeds_score_high(sid, seed):
+    key = scenarios.get(sid).instance(seed).key
+    r = run(sid, key["model_answer"], seed)
+    assert r["total"] >= 85 and not r["trap_endorsed"]
+
+
+def test_every_scenario_has_a_rubric_for_each_trap_in_its_key():
+    for sid, scn in scenarios.REGISTRY.items():
+        key = scn.instance("canonical").key
+        assert scn.rubric is not None, sid
+        assert {t["id"] for t in key["traps"]} <= set(scn.rubric.traps), sid
+
+
+# --- the report ----------------------------------------------------------------------------
+
+def test_report_contract_and_evidence_spans():
+    text = READS["ddp"]["strong"][0]
+    r = run("ddp", text)
+    assert [c["id"] for c in r["criteria"]] == IDS
+    assert r["word_count"] == len(text.split()) or abs(r["word_count"] - len(text.split())) < 10
+    for c in r["criteria"]:
+        assert 0 <= c["score"] <= c["max"]
+        for e in c["evidence"]:
+            assert text[e["start"]:e["end"]] == e["text"]
+    assert sum(c["max"] for c in r["criteria"]) == 100
+
+
+def test_misses_say_what_was_expected_in_the_instances_numbers():
+    r = run("ddp", "The GPU is slow.")
+    key = scenarios.get("ddp").instance("canonical").key
+    fix = crit(r, "fix_win")
+    assert any(f"{float(key['expected']['after_ms']):.0f}" in m for m in fix["missed"])
+    assert any("nsys-kern-sum" in m for m in crit(r, "measurement")["missed"])
+    assert r["total"] < 20
+
+
+@pytest.mark.parametrize("rejection", [
+    "I considered NCCL being slow but ruled it out: 28 GB in 175 ms is 160 GB/s.",
+    "It's not NVLink: 160 GB/s busbw is fine for this size.",
+    "A slow NCCL can't produce this, the ring moves 28 GB at 160 GB/s.",
+    "Rather than blaming NCCL, note that 160 GB/s busbw is normal.",
+    "Tempting to blame nccl-tests-style bandwidth, but 160 GB/s is healthy.",
+])
+def test_rejection_in_its_many_forms(rejection):
+    r = run("ddp", "The step is 622 ms with a 175 ms idle gap. " + rejection)
+    assert not r["trap_endorsed"] and crit(r, "trap")["score"] == 15
+
+
+@pytest.mark.parametrize("endorsement", [
+    "NCCL is the bottleneck here.", "The fix is to retune NCCL and check NVLink.", "We should run nccl-tests.",
+])
+def test_endorsing_the_trap_caps_the_total(endorsement):
+    r = run("ddp", READS["ddp"]["strong"][0] + " " + endorsement)
+    assert r["trap_endorsed"] and r["total"] <= 40
+
+
+def test_a_number_said_of_the_wrong_quantity_earns_nothing():
+    """175 is the all-reduce; said of the step it is not a finding about the all-reduce."""
+    key = scenarios.get("ddp").instance("canonical").key
+    good = run("ddp", "The all-reduce takes 175 ms.")
+    wrong = run("ddp", "The step takes 175 ms.")
+    said = lambda r: {e["reason"].split(":")[0] for e in crit(r, "findings")["evidence"]}  # noqa: E731
+    label = next(o["label"] for o in key["observations"] if o["id"] == "allreduce_ms")
+    assert label in said(good) and label not in said(wrong)
+
+
+def test_a_measurement_run_in_the_panel_counts():
+    text = "The step is 622 ms and the compute stream is idle 175 ms at the end of each step."
+    assert crit(run("ddp", text), "measurement")["score"] == 0
+    ran = run("ddp", text, runs=[{"tool": "nsys-kern-sum", "since_open_s": 42}])
+    assert crit(ran, "measurement")["score"] == 10 and "42 s" in crit(ran, "measurement")["evidence"][0]["reason"]
+
+
+def test_bad_narrations_get_a_clear_error_and_html_is_just_text():
+    with pytest.raises(NarrationError, match="empty"):
+        run("ddp", "   ")
+    with pytest.raises(NarrationError, match="200,000 characters; the limit is"):
+        run("ddp", "x" * 200_000)
+    assert MAX_CHARS < 200_000
+    html = "<script>alert(1)</script> Step is <b>622 ms</b>."
+    ev = crit(run("ddp", html), "findings")["evidence"]
+    assert [e["text"] for e in ev] == ["622 ms"] and html[ev[0]["start"]:ev[0]["end"]] == "622 ms"  # plain text
+
+
+def test_score_command_line(tmp_path):
+    f = tmp_path / "read.txt"
+    f.write_text(READS["straggler"]["strong"][0])
+    out = subprocess.run([sys.executable, "-m", "app", "score", "straggler", "--canonical", str(f)],
+                         capture_output=True, text=True, timeout=120)
+    import json
+
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["total"] >= 80
+    f.write_text("")
+    bad = subprocess.run([sys.executable, "-m", "app", "score", "straggler", "--canonical", str(f)],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "empty" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
