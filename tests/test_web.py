@@ -258,3 +258,19 @@ def test_timeline_is_sent_gzipped_to_those_who_accept_it(client):
     assert gz.headers["content-encoding"] == "gzip" and "content-encoding" not in plain.headers
     assert gz.content == plain.content  # httpx inflates the first
     assert int(gz.headers["content-length"]) < len(plain.content) / 2
+
+
+def test_score_a_read_over_http(client):
+    from tests.calibration import READS
+
+    r = client.post("/api/scenarios/prefill/canonical/score", json={"narration": READS["prefill"]["strong"][0],
+                                                                    "runs": [{"tool": "itl-scatter", "since_open_s": 30}]})
+    assert r.status_code == 200 and r.json()["total"] >= 80
+    assert [c["id"] for c in r.json()["criteria"]][0] == "discipline_order"
+    long = client.post("/api/scenarios/prefill/canonical/score", json={"narration": "word " * 40_000})
+    assert long.status_code == 413 and "limit" in long.json()["error"]
+    empty = client.post("/api/scenarios/prefill/canonical/score", json={"narration": " "})
+    assert empty.status_code == 400 and "empty" in empty.json()["error"]
+    missing = client.post("/api/scenarios/prefill/canonical/score", json={})
+    assert missing.status_code == 422 and missing.json()["error"] == "narration: Field required"
+    assert client.post("/api/scenarios/nope/1/score", json={"narration": "x"}).status_code == 404

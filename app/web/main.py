@@ -9,9 +9,11 @@ from collections import OrderedDict
 from urllib.parse import quote, urlencode
 
 from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
+from pydantic import BaseModel, Field
 
 import scenarios
 from app import __version__
@@ -135,9 +137,27 @@ def create_app(migrate: bool = True) -> FastAPI:
         except InstanceError as e:  # a bad option, e.g. an ncu kernel regex that matches nothing
             raise HTTPException(400, str(e)) from None
 
+    @app.post("/api/scenarios/{sid}/{seed}/score")
+    def score_read(sid: str, seed: str, body: Narration, request: Request):
+        """Score a narrated read of an instance: contract 4, with evidence and misses."""
+        from app.scoring.score import MAX_CHARS, NarrationError, score
+
+        inst = resolve(sid, seed, request)
+        try:
+            return score(inst.key, inst.scenario.rubric, body.narration, [r.model_dump() for r in body.runs])
+        except NarrationError as e:
+            raise HTTPException(413 if len(body.narration) > MAX_CHARS else 400, str(e)) from None
+
     @app.exception_handler(HTTPException)
     def http_error(request: Request, exc: HTTPException):
         return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    def bad_body(request: Request, exc: RequestValidationError):
+        """One line naming the field, like every other error here."""
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ()) if x != "body") or "body"
+        return JSONResponse({"error": f"{where}: {first.get('msg', 'invalid')}"}, status_code=422)
 
     return app
 
@@ -228,6 +248,19 @@ def _views(inst) -> list[dict]:
     except ToolNotApplicable:
         pass
     return views
+
+
+class Run(BaseModel):
+    """A measurement the candidate ran, as the viewer records it."""
+
+    tool: str = Field(max_length=64)
+    at: str | None = Field(default=None, max_length=64)
+    since_open_s: float | None = None
+
+
+class Narration(BaseModel):
+    narration: str
+    runs: list[Run] = Field(default_factory=list, max_length=500)
 
 
 def _trace(sid: str, seed: str, request: Request, rank: int, compress: bool) -> Response:
