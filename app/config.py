@@ -23,6 +23,10 @@ class Settings(BaseSettings):
     max_trace_bytes: int = 2**30
     # Uploaded traces are kept in memory (the database stores instances, never traces).
     upload_cache_size: int = 8
+    # Signs the anonymous practice identity cookie; unset, a key is kept in secret_key_file
+    # (default data/secret_key) so restarts keep everyone's attempts theirs.
+    secret_key: str | None = None
+    secret_key_file: str | None = None
 
 
 @lru_cache

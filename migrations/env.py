@@ -8,6 +8,7 @@ import os
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
+import app.db.models  # noqa: F401  (the models register their tables on Base.metadata)
 from app.db.base import Base
 
 config = context.config

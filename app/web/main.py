@@ -20,7 +20,7 @@ from app import __version__
 from app.config import ROOT, get_settings
 from app.scenario import InstanceError
 from app.trace import kineto
-from app.web import timeline, traces
+from app.web import attempts, timeline, traces
 from app.web.instances import cached, resolve
 
 templates = Jinja2Templates(directory=str(ROOT / "templates"))
@@ -50,6 +50,7 @@ def create_app(migrate: bool = True) -> FastAPI:
     app = FastAPI(title="Trace Dojo", version=__version__)
     app.mount("/static", StaticFiles(directory=str(ROOT / "static")), name="static")
     app.include_router(traces.router)
+    app.include_router(attempts.router)
 
     @app.get("/", include_in_schema=False)
     def index(request: Request):

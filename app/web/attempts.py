@@ -1,0 +1,128 @@
+"""Practice attempts over HTTP, owned by the signed browser identity cookie."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import APIRouter, Cookie, Depends, HTTPException, Response
+from pydantic import BaseModel, Field
+from sqlalchemy.orm import Session, sessionmaker
+
+from app import practice
+from app.config import get_settings
+from app.db.base import engine_for
+from app.identity import COOKIE, identity_of, new_identity
+from app.scenario import InstanceError
+from app.scoring.score import MAX_CHARS, NarrationError
+
+router = APIRouter()
+
+
+def db_session() -> Iterator[Session]:
+    with sessionmaker(engine_for(get_settings().database_url), expire_on_commit=False)() as db:
+        yield db
+        db.commit()
+
+
+DB = Annotated[Session, Depends(db_session)]
+
+
+def owner(response: Response, tracedojo_id: Annotated[str | None, Cookie()] = None) -> str:
+    """The browser's identity; a new one (and its cookie) for a browser without one."""
+    ident = identity_of(tracedojo_id)
+    if ident is None:
+        ident, signed = new_identity()
+        response.set_cookie(COOKIE, signed, max_age=5 * 365 * 86400, httponly=True, samesite="lax")
+    return ident
+
+
+Owner = Annotated[str, Depends(owner)]
+
+
+class NewAttempt(BaseModel):
+    scenario: str = Field(max_length=64)
+    seed: str = Field(default="0", max_length=32)
+    params: dict[str, str] = Field(default_factory=dict, max_length=64)
+
+
+class Text(BaseModel):
+    narration: str
+
+
+class Span(BaseModel):
+    start_us: float
+    end_us: float
+
+
+class Marks(BaseModel):
+    step: Span | None = None
+    gap: Span | None = None
+
+
+class Run(BaseModel):
+    tool: str = Field(max_length=64)
+    since_open_s: float | None = None
+
+
+def _attempt(db: Session, who: str, aid: str):
+    a = practice.get(db, who, aid)
+    if a is None:
+        raise HTTPException(404, f"no attempt {aid!r} in this browser")
+    return a
+
+
+def _guard(fn, *args):
+    try:
+        return fn(*args)
+    except NarrationError as e:
+        raise HTTPException(413 if "limit" in str(e) else 400, str(e)) from None
+    except InstanceError as e:
+        raise HTTPException(409 if "submitted" in str(e) else 400, str(e)) from None
+
+
+@router.post("/api/attempts", status_code=201)
+def create_attempt(body: NewAttempt, db: DB, who: Owner):
+    a = _guard(practice.create, db, who, body.scenario, body.seed, body.params)
+    return practice.public(a)
+
+
+@router.get("/api/attempts")
+def my_attempts(db: DB, who: Owner):
+    return {"attempts": [practice.public(a) for a in practice.mine(db, who)]}
+
+
+@router.get("/api/attempts/{aid}")
+def get_attempt(aid: str, db: DB, who: Owner):
+    return practice.public(_attempt(db, who, aid))
+
+
+@router.put("/api/attempts/{aid}/narration")
+def autosave(aid: str, body: Text, db: DB, who: Owner):
+    a = _attempt(db, who, aid)
+    _guard(practice.save_narration, db, a, body.narration)
+    db.flush()
+    return {"saved": True, "saves": len(a.saves), "chars": len(a.narration), "limit": MAX_CHARS}
+
+
+@router.put("/api/attempts/{aid}/marks")
+def marks(aid: str, body: Marks, db: DB, who: Owner):
+    a = _attempt(db, who, aid)
+    _guard(practice.set_marks, a, body.model_dump(exclude_none=True))
+    return {"marks": a.marks}
+
+
+@router.post("/api/attempts/{aid}/runs")
+def run(aid: str, body: Run, db: DB, who: Owner):
+    a = _attempt(db, who, aid)
+    _guard(practice.add_run, a, body.tool, body.since_open_s)
+    return {"runs": a.runs}
+
+
+@router.post("/api/attempts/{aid}/submit")
+def submit(aid: str, db: DB, who: Owner, body: Text | None = None):
+    a = _attempt(db, who, aid)
+    if body is not None:
+        _guard(practice.save_narration, db, a, body.narration)
+    report = _guard(practice.submit, db, a)
+    return {"id": a.public_id, **report}

@@ -1,0 +1,104 @@
+"""Practice attempts over HTTP: create, autosave, marks, runs, submit; owned by a signed
+browser identity; the key absent until submission; bad input refused with a reason."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from fastapi.testclient import TestClient
+
+import scenarios
+from tests.calibration import READS
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    os.environ["DATABASE_URL"] = f"sqlite:///{tmp_path_factory.mktemp('db') / 'practice.db'}"
+    os.environ["TRACEDOJO_SECRET_KEY"] = "test-secret"
+    from app.config import get_settings
+    from app.identity import _signer
+    from app.web.main import create_app
+
+    get_settings.cache_clear()
+    _signer.cache_clear()
+    return create_app()
+
+
+@pytest.fixture
+def client(app):
+    with TestClient(app) as c:
+        yield c
+
+
+def new(client, sid="ddp", seed="canonical", **params):
+    r = client.post("/api/attempts", json={"scenario": sid, "seed": seed, "params": params})
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def test_a_whole_round(client):
+    a = new(client)
+    key = scenarios.get("ddp").instance("canonical").key
+    assert "tracedojo_id" in client.cookies
+    text = READS["ddp"]["strong"][0]
+    assert client.put(f"/api/attempts/{a['id']}/narration", json={"narration": text[:100]}).json()["saves"] == 1
+    assert client.put(f"/api/attempts/{a['id']}/narration", json={"narration": text}).json()["saves"] == 2
+    assert client.put(f"/api/attempts/{a['id']}/narration", json={"narration": text}).json()["saves"] == 2  # unchanged
+    step, gap = key["marks"]["step"], key["marks"]["gap"]
+    client.put(f"/api/attempts/{a['id']}/marks", json={"step": step, "gap": {"start_us": gap["start_us"] + 5_000,
+                                                                          "end_us": gap["end_us"]}})
+    client.post(f"/api/attempts/{a['id']}/runs", json={"tool": "nsys-kern-sum", "since_open_s": 31.5})
+    before = client.get(f"/api/attempts/{a['id']}").json()
+    assert before["narration"] == text and before["runs"][0]["tool"] == "nsys-kern-sum"
+    assert "report" not in before and key["model_answer"] not in str(before)
+    report = client.post(f"/api/attempts/{a['id']}/submit").json()
+    assert report["total"] >= 80 and report["marks"]["step"]["ok"] and report["marks"]["gap"]["ok"]
+    assert report["model_answer"] == key["model_answer"]
+    after = client.get(f"/api/attempts/{a['id']}").json()
+    assert after["total"] == report["total"] and after["submitted_at"]
+    again = client.post(f"/api/attempts/{a['id']}/submit")
+    assert again.status_code == 409 and "submitted" in again.json()["error"]
+    mine = client.get("/api/attempts").json()["attempts"]
+    assert [m["id"] for m in mine] == [a["id"]]
+
+
+def test_autosave_survives_a_new_client_with_the_same_cookie(app):
+    with TestClient(app) as first:
+        a = new(first, "prefill", "4")
+        first.put(f"/api/attempts/{a['id']}/narration", json={"narration": "p50 ITL is 22 ms"})
+        cookie = first.cookies["tracedojo_id"]
+    with TestClient(app, cookies={"tracedojo_id": cookie}) as second:  # a reload, a restarted browser
+        assert second.get(f"/api/attempts/{a['id']}").json()["narration"] == "p50 ITL is 22 ms"
+    with TestClient(app) as stranger:
+        assert stranger.get(f"/api/attempts/{a['id']}").status_code == 404
+    with TestClient(app, cookies={"tracedojo_id": cookie[:-2] + "xx"}) as forged:
+        assert forged.get(f"/api/attempts/{a['id']}").status_code == 404
+
+
+def test_bad_input_is_refused_with_a_reason(client):
+    assert client.post("/api/attempts", json={"scenario": "nope"}).status_code == 400
+    assert "seed" in client.post("/api/attempts", json={"scenario": "ddp", "seed": "-3"}).json()["error"]
+    assert client.post("/api/attempts", json={"scenario": "ddp", "params": {"steps": "9999"}}).status_code == 400
+    a = new(client)
+    big = client.put(f"/api/attempts/{a['id']}/narration", json={"narration": "x" * 200_000})
+    assert big.status_code == 413 and "limit" in big.json()["error"]
+    assert client.get(f"/api/attempts/{a['id']}").json()["narration"] == "", "a refused save loses nothing"
+    assert client.post(f"/api/attempts/{a['id']}/runs", json={"tool": "perf-magic"}).status_code == 400
+    empty = client.post(f"/api/attempts/{a['id']}/submit")
+    assert empty.status_code == 400 and "empty" in empty.json()["error"]
+    html = "<script>alert(1)</script> Step is 622 ms."
+    client.put(f"/api/attempts/{a['id']}/narration", json={"narration": html})
+    assert client.get(f"/api/attempts/{a['id']}").json()["narration"] == html  # stored as text, shown escaped
+
+
+def test_migrations_from_empty_to_head(tmp_path):
+    import sqlalchemy as sa
+
+    from app.db.base import engine_for, upgrade_to_head
+
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    upgrade_to_head(url)
+    names = set(sa.inspect(engine_for(url)).get_table_names())
+    assert {"attempts", "narration_saves", "alembic_version"} <= names
+    upgrade_to_head(url)  # idempotent
