@@ -755,7 +755,8 @@ scenario = Scenario(
         fix=(r"cuda[- ]?graph\w*", r"torch\.compile", r"reduce-overhead", r"\bcaptur\w*"),
         traps={"optimize_gemms": (r"(tune|optimi[sz]\w*|faster|improve|speed up) .{0,20}(gemm|gemv|matmul)s?", r"tile sizes?",
                                   r"quantiz\w*"),
-               "item_sync": (r"\.item\(\)", r"\bitem\b.{0,20}sync", r"sync\w* (at the end|per token|stall\w*)"),
+               "item_sync": (r"\.item\(\)", r"\bitem\b.{0,60}\bsync\w*", r"sync\w* (at the end|per token|stall\w*)",
+                             r"aten::item", r"(remove|drop) the \.?item"),
                "gpu_saturated": (r"nvidia-smi", r"100 ?% util\w*", r"gpu (is )?saturated", r"faster gpu")},
         also_confirms=("cuda-graph",),
         skip_stages=("overlap",),  # one GPU, no communication: nothing to overlap

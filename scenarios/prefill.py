@@ -1273,10 +1273,11 @@ scenario = Scenario(
         root_cause=(
             (r"prefill.{0,40}(block\w*|stall\w*|starv\w*|freez\w*|monopoli[sz]\w*|hog\w*|stop\w*|delay\w*|in front)",
              r"head[- ]of[- ]line", r"prefill[- ]first", r"(no|without|not|isn.t|never) (using )?chunk\w*", r"unchunked",
-             r"\b(one|an?|the) (long|big|huge|8k|8,?192[- ]token) (prompt|prefill)"),
+             r"\b(one|an?|the) (long|big|huge|8k|8,?192[- ]token) (prompt|prefill)", r"mutually exclusive",
+             r"(never|don't|do not|doesn't) share (an |the )?iteration", r"\bno decodes?\b", r"\bwhole \S+ prefill"),
             (r"(every|all|each) (of the )?(in-flight |active |decode |other |\d+ )?(streams?|users?|requests?).{0,50}wait",
              r"decode.{0,40}(wait|stall|paus|block|starv)", r"(not|never) co-?schedul\w*", r"no decode tokens",
-             r"(whole|entire) prefill", r"it.s scheduling", r"\bschedul(ing|er) (problem|issue|policy|decision)",
+             r"(whole|entire) prefill", r"it.s scheduling", r"\bschedul(ing|er) (problem|issue|policy|decision|bug)",
              r"(pure|only) prefill", r"(stall|freez\w*) (every|all)"),
         ),
         fix=(r"chunk(ed)?[- ]prefill", r"enable_chunked_prefill", r"max_num_batched_tokens", r"split .{0,30}prefill .{0,30}chunks",

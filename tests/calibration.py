@@ -9,7 +9,18 @@ other words than the seed's and the model answer's:
 
 tests/test_scoring.py asserts strong >= 80, trap <= 40 and flagged, disorder below strong
 on discipline_order, vague at least 15 below strong.
+
+calibration_independent.json holds a second set (plus "wrong_numbers" reads) written by a
+separate author from the keys alone, without seeing the scorer; it was held out once, and
+its misses (a posed hypothesis answered by "No.", "nowhere near", trap fixes said as
+imperatives, ".item()" breaking sentences) improved the rules. Write a fresh held-out set
+before the next round of tuning: this one is now seen.
 """
+
+import json
+from pathlib import Path
+
+INDEPENDENT = json.loads((Path(__file__).with_name("calibration_independent.json")).read_text())
 
 READS = {
     "ddp": {

@@ -13,7 +13,7 @@ import pytest
 import scenarios
 from app.scoring.numbers import matches, quantities
 from app.scoring.score import MAX_CHARS, NarrationError, score
-from tests.calibration import READS
+from tests.calibration import INDEPENDENT, READS
 
 SEED_DOC = Path(__file__).resolve().parents[2] / "shared" / "seed" / "trace-reading-walkthroughs.md"
 ORDER = ["ddp", "dataloader", "launch-bound", "straggler", "prefill", "skinny-gemm"]  # the seed's cases 1-6
@@ -87,6 +87,22 @@ def test_calibration(sid):
     for t in sets["vague"]:
         r = run(sid, t)
         assert r["total"] <= best - 15 and crit(r, "findings")["score"] == 0
+
+
+@pytest.mark.parametrize("sid", list(scenarios.REGISTRY))
+def test_calibration_by_an_independent_author(sid):
+    sets = INDEPENDENT[sid]
+    strong = [run(sid, t) for t in sets["strong"]]
+    assert all(r["total"] >= 80 and not r["trap_endorsed"] for r in strong)
+    assert all(run(sid, t)["trap_endorsed"] and run(sid, t)["total"] <= 40 for t in sets["trap"])
+    order = min(crit(r, "discipline_order")["score"] for r in strong)
+    assert all(crit(run(sid, t), "discipline_order")["score"] < order for t in sets["disorder"])
+    best = max(r["total"] for r in strong)
+    assert all(run(sid, t)["total"] <= best - 15 for t in sets["vague"])
+    found = min(crit(r, "findings")["score"] for r in strong)
+    for t in sets["wrong_numbers"]:  # the right story with the numbers wrong or misattributed
+        r = run(sid, t)
+        assert crit(r, "findings")["score"] < found and r["total"] <= best - 20
 
 
 @pytest.mark.parametrize("sid", list(scenarios.REGISTRY))

@@ -43,20 +43,40 @@ STAGE_PATTERNS = {
     ),
 }
 
-# Rejecting a hypothesis: a negation or a verdict in the sentence that names it.
-REJECT = (
-    r"\bnot\b", r"n't\b", r"\bno\b", r"\bnever\b", r"\bcannot\b", r"\brule[sd]?\b.{0,12}\bout\b", r"\brather than\b",
-    r"\binstead of\b", r"\btempting\b", r"\bred herring\b", r"\bdistraction\b", r"\breject\w*", r"\bconsidered\b",
-    r"\bunlikely\b", r"\bdismiss\w*", r"\bdoesn.t (explain|add up|account)", r"\bonly (explains?|accounts?|buys?|gets?)\b",
-    r"\bchecks out\b", r"\bhealthy\b", r"\bfine\b", r"\bnormal\b", r"\bwrong\b", r"\bfalse\b", r"\bmisleading\b",
-    r"\bbut\b", r"\bwould(n.t)? only\b", r"\bdoes(n't| not) matter\b",
+# Rejecting a hypothesis. A negation counts when it governs the mention (a few words either
+# side, in its clause); a verdict counts anywhere in the sentence.
+NEGATION = r"(\bnot\b|n't\b|\bno\b|\bnever\b|\bcannot\b|\bnor\b|\brather than\b|\binstead of\b|\bnowhere near\b)"
+VERDICT = (
+    r"\brule[sd]?\b.{0,15}\bout\b", r"\brather than\b", r"\binstead of\b", r"\btempting\b", r"\bred herring\b",
+    r"\bdistraction\b", r"\breject\w*", r"\bconsider(ed)?\b", r"\bunlikely\b", r"\bimplausible\b",
+    r"\bnot plausible\b", r"\bdismiss\w*", r"\b(doesn't|does not|can't|cannot|couldn't|won't) (explain|produce|account|"
+    r"add up|make|cause|give|close|fit|reach|matter|be)\b", r"\bnowhere near\b", r"\bfar (from|short of)\b",
+    r"\bchecks out\b", r"\bmisleading\b", r"\bwrong\b", r"\bthe trap\b", r"\bnot the (bug|problem|cause|issue|bottleneck)\b",
+    r"\bisn't (the|broken|slow|it|what|why)\b", r"\bis not (the|broken|slow|it|what|why)\b", r"\bonly (explains?|accounts? for|"
+    r"buys?|gets?|moves?|saves?)\b", r"\bwould only\b", r"\boverrule\w*", r"\bdoesn't (hold|fit|survive)\b", r"\bnope\b",
+    r"^\W*(not|no)\b", r"\b(don't|doesn't|won't) (move|change|help)\b",
 )
-# Endorsing it: saying it is the cause, or proposing it as the fix.
+# A verdict that opens the next sentence: "No." "Not plausible." "That doesn't hold."
+VERDICT_OPENING = r"^\W*(no\b|not\b|nope\b|wrong\b|but\b|that('s| is)? (not|wrong|impossible)|it('s| is)n't|doesn't|can't|"\
+                  r"nowhere|the (math|arithmetic|numbers?) (says?|rules?|kills?|don't|doesn't))"
+# Posing a hypothesis to test it: attributed to someone else, named as the trap, or asked.
+HYPOTHESIS = (
+    r"\b(someone|people|the team|they|one|others?|everyone|management)\b.{0,20}\b(will|would|might|may|could|says?|"
+    r"thinks?|suspects?|blames?|claims?|is convinced|argues?)\b", r"\bthe (trap|obvious (guess|answer|suspect)|tempting "
+    r"(answer|fix|guess|story|read))\b", r"\bcould (it|this|that|rank \d+|the \w+) (just )?(be|have)\b", r"\?",
+    r"\bbefore (anyone|we|you)\b", r"\bfirst (thought|guess|instinct)\b", r"\bit (looks|seems) like\b",
+    r"\b(either|means|could be|might be|would be)\b.{0,40}\bor\b",
+    r"\bthe usual suspect", r"\bhypothes\w+",
+)
+# Endorsing it: the speaker's own cause or fix, said as such.
 ENDORSE = (
-    r"\bis the (problem|cause|bottleneck|culprit|issue|root cause)\b", r"\bcaus\w+\b", r"\bbecause\b", r"\bdue to\b",
-    r"\bthe fix\b", r"\bfix (it|this)\b", r"\bwe should\b", r"\bi.d\b", r"\bi would\b", r"\bneed to\b", r"\bmust\b",
-    r"\blet.s\b", r"\bsolution\b", r"\bbottleneck\b", r"\bproblem is\b", r"\bslow\w*\b", r"\bresponsible\b",
-    r"\bexplains?\b", r"\bblame\b", r"\bguilty\b", r"\bmeans\b",
+    r"\bis the (problem|cause|bottleneck|culprit|issue|root cause|real ceiling|ceiling|limit)\b", r"\bcaused by\b",
+    r"\bbecause of\b", r"\bdue to\b", r"\bthe fix\b", r"\bfix (it|this)\b", r"\bwe should\b", r"\bi'd\b", r"\bi would\b",
+    r"\bi'll\b", r"\bneed to\b", r"\bmust\b", r"\blet's\b", r"\bsolution\b", r"\bproblem is\b", r"\bresponsible\b",
+    r"\bto blame\b", r"\bguilty\b", r"\bwhich means\b", r"\bhas to be\b", r"\bthat's (why|what|where)\b",
+    r"^\W*(remove|drop|cut|add|switch|move|replace|tune|autotune|retune|try|quantize|run|check|bump|increase|upgrade|"
+    r"disable|enable|raise)\b", r"\b(so|and) (remove|drop|cut|add|switch|replace|tune|autotune|retune|try|quantize|run|check)\b",
+    r"\bgets? us (back|most)\b", r"\bclose the gap\b",
 )
 
 # Words around an outcome: what the fix leaves behind.

@@ -139,32 +139,59 @@ def _has(patterns, text: str) -> re.Match | None:
     return find(list(patterns), text)
 
 
+def negated(clause: str, start: int, end: int) -> bool:
+    """A negation that governs the words at [start, end): up to four words before them or
+    right after them ("it's not NCCL", "NCCL isn't the problem"), in the same clause."""
+    before, after = clause[:start], clause[end:]
+    return bool(re.search(lexicon.NEGATION + r"\W+(\w+\W+){0,4}$", before, re.I)
+                or re.match(r"^\W*(\w+\W+){0,2}?(is|are|was|were|does|do|did|can|could|would)?\W*(not\b|n't\b)", after, re.I)
+                or re.match(r"^\W*n't\b", after, re.I))
+
+
+def _classify(read: Read, i: int, clause: Span, m_start: int, m_end: int) -> tuple[str, bool]:
+    """One mention of a trap: "rejected", "endorsed" or "named", and whether arithmetic
+    backs the rejection (a number after the mention in its sentence or in the next one)."""
+    s = read.sents[i]
+    follow = [read.sents[j].text for j in (i + 1, i + 2) if j < len(read.sents)]
+    after_mention = read.text[m_end:s.end]
+    arith = any(q.start >= m_end and read.sentence_of(q.start) in (i, i + 1) for q in read.qty)
+    verdict = _has(lexicon.VERDICT, s.text) or _has(lexicon.VERDICT, after_mention)
+    here = negated(clause.text, m_start - clause.start, m_end - clause.start)
+    posed = _has(lexicon.HYPOTHESIS, read.text[s.start:m_end]) or _has(lexicon.HYPOTHESIS, clause.text)
+    answered = any(re.match(lexicon.VERDICT_OPENING, f, re.I) or _has(lexicon.VERDICT, f) for f in follow[:1])
+    endorse = _has(lexicon.ENDORSE, clause.text) or _has(lexicon.ENDORSE, s.text)
+    if here or verdict:
+        return "rejected", arith
+    if posed and (answered or arith or _has((lexicon.NEGATION,), after_mention)):
+        return "rejected", arith
+    if answered and not endorse:
+        return "rejected", arith
+    if endorse:
+        return "endorsed", False
+    return "named", False
+
+
 def _trap(read: Read, key: dict, rubric: Rubric, w: dict) -> tuple[dict, bool]:
     best, ev, endorsed_ev = 0.0, [], []
     for trap in key["traps"]:
         pats = rubric.traps.get(trap["id"], ())
         for i, s in enumerate(read.sents):
-            m = _has(pats, s.text) if pats else None
-            if not m:
-                continue
-            clause = next((c for c in clauses(s) if c.start <= s.start + m.start() < c.end), s)
-            nxt = read.sents[i + 1].text if i + 1 < len(read.sents) else ""
-            rejected = _has(lexicon.REJECT, s.text) or (
-                re.match(r"\s*(but|that('s| is)|it('s| is)|no\b|not\b|which (is|would))", nxt, re.I)
-                and _has(lexicon.REJECT, nxt))
-            span = (s.start + m.start(), s.start + m.end())
-            if rejected:
-                arith = any(read.sentence_of(q.start) in (i, i + 1) for q in read.qty)
-                pts = w["trap"] if arith else w["trap"] * 2 / 3
-                why = "rejected with arithmetic" if arith else "rejected, without the arithmetic"
-                if pts > best:
-                    best = pts
-                    ev = [_ev(read.text, s.start, s.end, f"trap '{trap['claim']}' {why}")]
-            elif _has(lexicon.ENDORSE, clause.text) or _has(lexicon.ENDORSE, s.text):
-                endorsed_ev.append(_ev(read.text, *span, f"endorses the trap: {trap['claim']}"))
-            elif w["trap"] / 5 > best:
-                best = w["trap"] / 5
-                ev = [_ev(read.text, *span, f"names the trap '{trap['claim']}' without rejecting it")]
+            for c in clauses(s):
+                m = _has(pats, c.text) if pats else None
+                if not m:
+                    continue
+                a, b = c.start + m.start(), c.start + m.end()
+                kind, arith = _classify(read, i, c, a, b)
+                if kind == "rejected":
+                    pts = w["trap"] if arith else w["trap"] * 2 / 3
+                    why = "rejected with arithmetic" if arith else "rejected, without the arithmetic"
+                    if pts > best:
+                        best, ev = pts, [_ev(read.text, s.start, s.end, f"trap '{trap['claim']}' {why}")]
+                elif kind == "endorsed":
+                    endorsed_ev.append(_ev(read.text, a, b, f"endorses the trap: {trap['claim']}"))
+                elif w["trap"] / 5 > best:
+                    best, ev = w["trap"] / 5, [_ev(read.text, a, b, f"names the trap '{trap['claim']}' without "
+                                                                      f"rejecting it")]
     if endorsed_ev:
         t0 = key["traps"][0]
         return _criterion("trap", 0, endorsed_ev, [f"reject it: {t0['why_wrong']}"], w), True
@@ -175,9 +202,6 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict) -> tuple[dict, bool]:
 
 # --- root cause, measurement, fix -------------------------------------------------------
 
-_NEG = (r"\bnot\b", r"n't\b", r"\bno\b", r"\bnever\b", r"\brather than\b", r"\binstead of\b", r"\bruled? out\b")
-
-
 def _root_cause(read: Read, key: dict, rubric: Rubric, w: dict) -> dict:
     found, ev = 0, []
     for group in rubric.root_cause:
@@ -185,7 +209,7 @@ def _root_cause(read: Read, key: dict, rubric: Rubric, w: dict) -> dict:
         for s in read.sents:
             for c in clauses(s):
                 m = _has(group, c.text)
-                if m and not _has(_NEG, c.text[:m.start()]):
+                if m and not negated(c.text, m.start(), m.end()):
                     hit = (c, m)
                     break
             if hit:

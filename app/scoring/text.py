@@ -13,17 +13,21 @@ class Span:
     text: str
 
 
-# A sentence ends at . ! ? or a line break, but not inside a number ("1.33x", "0.6 s").
-_SENTENCE = re.compile(r"[^.!?\n]+(?:(?<=\d)\.(?=\d)[^.!?\n]*)*[.!?]*", re.S)
+# A sentence ends at . ! ? followed by white space (or the end), or at a line break: not
+# inside "1.33x", ".item()", "torch.compile" or "e.g.,".
+_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 def sentences(text: str) -> list[Span]:
-    out = []
-    for m in _SENTENCE.finditer(text):
-        s = m.group(0)
-        if s.strip():
-            lead = len(s) - len(s.lstrip())
-            out.append(Span(m.start() + lead, m.end(), s.strip()))
+    out, pos = [], 0
+    for m in list(_END.finditer(text)) + [None]:
+        stop = m.start() if m else len(text)
+        chunk = text[pos:stop]
+        if chunk.strip():
+            lead = len(chunk) - len(chunk.lstrip())
+            out.append(Span(pos + lead, pos + lead + len(chunk.strip()), chunk.strip()))
+        if m:
+            pos = m.end()
     return out
 
 

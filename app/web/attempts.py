@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import APIRouter, Cookie, Depends, HTTPException, Response
+from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -28,13 +28,22 @@ def db_session() -> Iterator[Session]:
 DB = Annotated[Session, Depends(db_session)]
 
 
-def owner(response: Response, tracedojo_id: Annotated[str | None, Cookie()] = None) -> str:
-    """The browser's identity; a new one (and its cookie) for a browser without one."""
-    ident = identity_of(tracedojo_id)
+async def identity_middleware(request: Request, call_next):
+    """Every request carries a browser identity (request.state.owner); a browser without a
+    valid one gets a new one in a signed cookie, whatever the response (page or JSON)."""
+    ident = identity_of(request.cookies.get(COOKIE))
+    fresh = None
     if ident is None:
-        ident, signed = new_identity()
-        response.set_cookie(COOKIE, signed, max_age=5 * 365 * 86400, httponly=True, samesite="lax")
-    return ident
+        ident, fresh = new_identity()
+    request.state.owner = ident
+    response = await call_next(request)
+    if fresh:
+        response.set_cookie(COOKIE, fresh, max_age=5 * 365 * 86400, httponly=True, samesite="lax")
+    return response
+
+
+def owner(request: Request) -> str:
+    return request.state.owner
 
 
 Owner = Annotated[str, Depends(owner)]

@@ -51,6 +51,7 @@ def create_app(migrate: bool = True) -> FastAPI:
     app.mount("/static", StaticFiles(directory=str(ROOT / "static")), name="static")
     app.include_router(traces.router)
     app.include_router(attempts.router)
+    app.middleware("http")(attempts.identity_middleware)
 
     @app.get("/", include_in_schema=False)
     def index(request: Request):

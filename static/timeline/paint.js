@@ -132,8 +132,15 @@ function paintOverlays(ctx, view) {
   ctx.save();
   ctx.beginPath(); ctx.rect(x0, LAYOUT.ruler, width - x0, height); ctx.clip();
   for (const m of marks) {
+    // M marks are amber; labelled marks (a practice round's "one step" / "the gap", the
+    // key's on the report) carry their own colour and name
     const a = x0 + scale.x(m.start_ns), b = x0 + scale.x(m.end_ns);
-    ctx.fillStyle = "rgba(230,159,0,0.18)"; ctx.fillRect(a, LAYOUT.ruler, Math.max(1, b - a), height);
+    ctx.fillStyle = m.color || "rgba(230,159,0,0.18)"; ctx.fillRect(a, LAYOUT.ruler, Math.max(1, b - a), height);
+    if (m.label) {
+      ctx.fillStyle = m.textColor || "#5a3d00"; ctx.font = "600 11px system-ui, sans-serif";
+      ctx.fillText(m.label, Math.max(a, x0) + 4, LAYOUT.ruler + 10 + (m.row || 0) * 13);
+      ctx.font = "11px system-ui, sans-serif";
+    }
   }
   if (area) {
     const a = x0 + scale.x(area.start_ns), b = x0 + scale.x(area.end_ns);

@@ -17,7 +17,7 @@ export async function mount(root, url, opts = {}) {
 
   const view = {
     data, scale: new TimeScale(0, data.endNs, 100), width: 0, height: 0, scrollY: 0,
-    selectedRow: -1, partnerRow: -1, area: null, marks: [], matches: null, cursorX: null,
+    selectedRow: -1, partnerRow: -1, area: null, marks: opts.marks ? [...opts.marks] : [], matches: null, cursorX: null,
     collapsed: new Set(data.header.collapsed || []), pinned: new Set(),
     layout: { items: [], height: 0 }, lastDrawn: 0,
   };
@@ -277,6 +277,8 @@ export async function mount(root, url, opts = {}) {
     trackY: (label) => { const it = view.layout.items.find((i) => i.kind === "track" && data.tracks[i.track].label.startsWith(label)); return it ? it.y - view.scrollY + LAYOUT.trackPad / 2 + 2 : null; },
     xOf: (ns) => LAYOUT.labelW + view.scale.x(ns),
     steps: data.header.steps,
+    t0_ns: data.header.t0_ns,  // absolute trace time of 0: marks are stored absolute (µs), like the key's
+    setMarks: (marks) => { view.marks = [...marks]; redraw(); },
   };
   return api;
 }
