@@ -114,6 +114,16 @@ def autosave(aid: str, body: Text, db: DB, who: Owner):
     return {"saved": True, "saves": len(a.saves), "chars": len(a.narration), "limit": MAX_CHARS}
 
 
+@router.post("/api/attempts/{aid}/narration-beacon", status_code=204)
+async def autosave_beacon(aid: str, request: Request, db: DB, who: Owner):
+    """The page's last words on unload (navigator.sendBeacon posts plain text)."""
+    raw = await request.body()
+    if len(raw) > 4 * MAX_CHARS:
+        raise HTTPException(413, f"the narration is over the {MAX_CHARS:,}-character limit")
+    a = _attempt(db, who, aid)
+    _guard(practice.save_narration, db, a, raw.decode("utf-8", errors="replace"))
+
+
 @router.put("/api/attempts/{aid}/marks")
 def marks(aid: str, body: Marks, db: DB, who: Owner):
     a = _attempt(db, who, aid)

@@ -20,7 +20,7 @@ from app import __version__
 from app.config import ROOT, get_settings
 from app.scenario import InstanceError
 from app.trace import kineto
-from app.web import attempts, timeline, traces
+from app.web import attempts, practice, timeline, traces
 from app.web.instances import cached, resolve
 
 templates = Jinja2Templates(directory=str(ROOT / "templates"))
@@ -51,6 +51,7 @@ def create_app(migrate: bool = True) -> FastAPI:
     app.mount("/static", StaticFiles(directory=str(ROOT / "static")), name="static")
     app.include_router(traces.router)
     app.include_router(attempts.router)
+    app.include_router(practice.router)
     app.middleware("http")(attempts.identity_middleware)
 
     @app.get("/", include_in_schema=False)
@@ -214,24 +215,33 @@ def _rank(raw: str, ranks: int) -> int | str:
 
 
 def _page(sid: str, seed: str, request: Request, rank: str | None) -> dict:
+    inst = resolve(sid, seed, request)
+    # the instance's params, without the page's own keys (rank, testing)
+    params = [(k, v) for k, v in request.query_params.multi_items() if k not in ("rank", "testing")]
+    return viewer_context(inst, sid, seed, params, rank)
+
+
+def viewer_context(inst, sid: str, seed: str, params: list[tuple[str, str]], rank: str | None) -> dict:
+    """What a page with the viewer needs for an instance: its brief, the timeline, slice,
+    download and tool URLs, and the case's charts. Never anything from the answer key
+    but the brief."""
     from app import tools
 
-    inst = resolve(sid, seed, request)
     # a multi-rank case opens with every rank stacked: the straggler is a comparison
     rank = _rank(rank if rank is not None else ("all" if inst.ranks > 1 else "0"), inst.ranks)
     scn = scenarios.get(sid)
-    # the instance's params, without the page's own keys (rank, testing)
-    query = urlencode([(k, v) for k, v in request.query_params.multi_items() if k not in ("rank", "testing")])
+    query = urlencode(params)
     q = f"?{query}" if query else ""
+    amp = f"&{query}" if query else ""
     base = f"/scenarios/{sid}/{seed}"
     return {
         "scenario": {"id": scn.id, "title": scn.title, "version": scn.version},
         "seed": seed, "rank": rank, "ranks": inst.ranks, "brief": inst.key["brief"],
         "params": inst.params.model_dump(),
-        "timeline_url": f"/api/scenarios/{sid}/{seed}/timeline.bin?rank={rank}" + (f"&{query}" if query else ""),
-        "slice_url": f"/api/scenarios/{sid}/{seed}/slices/{{src}}?rank={rank}" + (f"&{query}" if query else ""),
-        "trace_urls": [f"{base}/trace.json?rank={r}" + (f"&{query}" if query else "") for r in range(inst.ranks)],
-        "download_url": f"{base}/trace.json?rank={0 if rank == 'all' else rank}" + (f"&{query}" if query else ""),
+        "timeline_url": f"/api/scenarios/{sid}/{seed}/timeline.bin?rank={rank}{amp}",
+        "slice_url": f"/api/scenarios/{sid}/{seed}/slices/{{src}}?rank={rank}{amp}",
+        "trace_urls": [f"{base}/trace.json?rank={r}{amp}" for r in range(inst.ranks)],
+        "download_url": f"{base}/trace.json?rank={0 if rank == 'all' else rank}{amp}",
         "tools": [{"id": t.id, "title": t.title, "url": f"/api/scenarios/{sid}/{seed}/tools/{t.id}{q}"}
                   for t in tools.TOOLS.values()],
         "views": _views(inst),

@@ -56,13 +56,17 @@ function scatter(c) {
 }
 
 function series(c) {
+  // stepped by default: each value holds from its iteration to the next, as latency per
+  // iteration does; `points` draws a dot per value (scores per round) joined by lines
+  const line = c.points ? { points: { show: true, size: 7, fill: OKABE[0] } }
+                        : { points: { show: false }, paths: uPlot.paths.stepped({ align: 1 }) };
   return [{
     title: c.title || `${c.y_label} over time`,
-    scales: { x: { time: false } },
-    axes: [axis(c.x_label, c.x_unit), axis(c.y_label, c.y_unit)],
-    // stepped: each value holds from its iteration to the next, as latency per iteration does
-    series: [{ label: c.x_unit }, { label: c.y_label, stroke: OKABE[0], width: 1.5, points: { show: false },
-                                    paths: uPlot.paths.stepped({ align: 1 }) }],
+    scales: { x: { time: false, ...(c.points ? { range: (u, min, max) => [min - 0.5, max + 0.5] } : {}) },
+              ...(c.y_range ? { y: { range: () => c.y_range } } : {}) },
+    axes: [axis(c.x_label, c.x_unit, c.points ? { splits: () => c.x, values: (u, v) => v.map((x) => `${x}`) } : {}),
+           axis(c.y_label, c.y_unit)],
+    series: [{ label: c.x_label || c.x_unit }, { label: c.y_label, stroke: OKABE[0], width: 1.5, ...line }],
   }, [c.x, c.y]];
 }
 

@@ -182,7 +182,7 @@ function paintRuler(ctx, view) {
   }
   data.header.steps.forEach((s, k) => {
     const a = x0 + scale.x(s.start_ns), b = x0 + scale.x(s.end_ns);
-    if (b < x0 || a > width || b - a < 50) return;
+    if (Math.min(b, width) - Math.max(a, x0) < 110) return;  // only where the label fits its band
     ctx.fillStyle = "#6a3d9a";
     ctx.fillText(`step ${k} · ${formatDurationShort(s.end_ns - s.start_ns)}`, Math.max(a, x0) + 3, 21);
   });
