@@ -208,3 +208,97 @@ def test_prefill_shows_the_itl_series_and_ncu_draws_a_roofline(page, server):
     page.get_by_role("button", name="Run").click()
     page.locator("[data-tool-chart] .uplot").wait_for(timeout=10000)
     assert "Roofline" in page.locator("[data-tool-chart]").inner_text()
+
+
+# --- the practice round ------------------------------------------------------------------
+
+def start_round(page, server, scenario="ddp", seed="canonical"):
+    page.goto(f"{server}/practice")
+    row = page.locator(".picker li", has=page.locator(f"input[name=scenario][value='{scenario}']"))
+    row.locator("input[name=seed]").fill(seed)
+    with page.expect_navigation():
+        row.get_by_role("button", name="Practise").click()
+    url = page.url
+    open_viewer(page, server, url.removeprefix(server))
+    return url
+
+
+def drag(page, start_ns, end_ns, track="main thread"):
+    canvas = page.locator("canvas").bounding_box()
+    y = canvas["y"] + page.evaluate(f"window.timelineTest.trackY('{track}')") + 4
+    x0 = canvas["x"] + page.evaluate(f"window.timelineTest.xOf({start_ns})")
+    x1 = canvas["x"] + page.evaluate(f"window.timelineTest.xOf({end_ns})")
+    page.mouse.move(x0, y)
+    page.mouse.down()
+    page.mouse.move((x0 + x1) / 2, y + 30, steps=3)
+    page.mouse.move(x1, y + 40, steps=3)
+    page.mouse.up()
+
+
+def test_a_whole_practice_round(page, server):
+    from tests.calibration import READS
+
+    key = scenarios.get("ddp").instance("canonical").key
+    url = start_round(page, server)
+    html = page.content()
+    for secret in (key["model_answer"], key["root_cause"], key["fix"]):
+        assert secret not in html, "the key stays on the server until submission"
+    twin = page.evaluate(f"fetch('{url.removeprefix(server)}.json').then(r => r.text())")
+    assert key["model_answer"] not in twin and key["root_cause"] not in twin
+    # mark one step and the gap with the area selection
+    steps = page.evaluate("window.timelineTest.steps")
+    s = steps[1]
+    page.evaluate(f"window.timelineTest.setWindow({s['start_ns'] - 2e7}, {steps[2]['start_ns'] + 2e7})")
+    page.evaluate("window.timelineTest.idle()")
+    drag(page, s["start_ns"], steps[2]["start_ns"])
+    page.get_by_role("button", name="Mark one step").click()
+    t0 = page.evaluate("window.timelineTest.t0_ns")
+    g0, g1 = (key["marks"]["gap"][k] * 1e3 - t0 for k in ("start_us", "end_us"))
+    page.evaluate(f"window.timelineTest.setWindow({g0 - (g1 - g0)}, {g1 + (g1 - g0)})")
+    page.evaluate("window.timelineTest.idle()")
+    drag(page, g0, g1, "stream 7")
+    page.get_by_role("button", name="Mark the gap").click()
+    page.wait_for_function("Object.keys(window.tracedojoPractice.marks()).length === 2")
+    # run a measurement, then narrate
+    page.select_option("#tool-select", label=next(o for o in page.locator("#tool-select option").all_inner_texts()
+                                                  if o.startswith("nsys-kern-sum")))
+    page.get_by_role("button", name="Run").click()
+    page.locator("[data-tool-runs] li").first.wait_for(timeout=10000)
+    page.fill("#narration", READS["ddp"]["strong"][0])
+    page.evaluate("window.tracedojoPractice.save()")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Submit for scoring").click()
+    assert page.url.endswith("/report")
+    assert int(page.locator("[data-total]").inner_text()) >= 80
+    marks = page.locator(".marks-result").inner_text()
+    assert marks.count("right") == 2, marks
+    assert key["model_answer"] in page.content()
+    assert page.locator("mark.ev").count() > 5, "evidence is highlighted in the narration"
+    with page.expect_navigation():
+        page.get_by_role("button", name="Same pathology, new numbers").click()
+    assert "/practice/" in page.url and not page.url.endswith("/report")
+
+
+def test_autosave_survives_a_reload_and_html_stays_text(page, server):
+    start_round(page, server, "launch-bound", "7")
+    text = "<script>window.pwned = 1</script><b>28 ms</b> per token & 1,100 kernels"
+    page.fill("#narration", text)
+    page.locator("[data-saved]", has_text="saved").wait_for(timeout=10000)
+    page.reload()
+    page.wait_for_selector("#narration")
+    assert page.input_value("#narration") == text
+    with page.expect_navigation():
+        page.get_by_role("button", name="Submit for scoring").click()
+    assert page.evaluate("window.pwned === undefined")
+    assert "<script>window.pwned = 1</script>" in page.locator(".narration").inner_text()
+
+
+def test_an_oversize_narration_is_refused_with_a_clear_message(page, server):
+    start_round(page, server, "prefill", "2")
+    page.evaluate("document.getElementById('narration').removeAttribute('maxlength')")
+    page.fill("#narration", "x" * 200_000)
+    page.get_by_role("button", name="Submit for scoring").click()
+    err = page.locator("[data-error]")
+    err.wait_for(state="visible", timeout=10000)
+    assert "limit is 20,000" in err.inner_text()
+    assert "/report" not in page.url
