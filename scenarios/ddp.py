@@ -277,6 +277,7 @@ scenario = Scenario(
         traps={"nccl_slow": (r"nccl.{0,30}(slow|broken|misconfig\w*|bandwidth|tun\w*|bottleneck|problem|culprit)",
                              r"(slow|broken|bad|misconfigured) (nccl|nvlink|interconnect)", r"blam\w+ (nccl|nvlink|the network)",
                              r"nvlink", r"nccl-tests",
+                             r"\b(not|isn't|it's not|wasn't) (the )?(nccl|nvlink|network|wire)\b", r"\bnccl (isn't|is not|wasn't)\b",
                              r"(slow|bad|degraded) (interconnect|network|links?)"),
                "no_sync": (r"no_sync", r"(never|not) (being )?(synchroni[sz]\w*|synced)", r"grad(ient)? accumulation")},
         also_confirms=("ddp-debug",),

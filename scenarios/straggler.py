@@ -606,6 +606,7 @@ scenario = Scenario(
         traps={"nccl_degraded": (r"nccl.{0,30}(slow|degraded|broken|misconfig\w*|tun\w*|bandwidth)", r"nccl_algo", r"nccl-tests",
                                  r"slow (wire|network|interconnect|links?)", r"bandwidth alone", r"\bnvlink\b",
                                  r"(re)?tun\w* nccl",
+                             r"\b(not|isn't|it's not|wasn't) (the )?(nccl|nvlink|network|wire)\b", r"\bnccl (isn't|is not|wasn't)\b",
                                  r"nvlink.{0,20}(degraded|slow|broken|bad)", r"\bswitch\b"),
                "data_skew": (r"(data|shard|sequence|batch)[- ]?(skew|imbalanc\w*)", r"imbalanc\w*", r"longer sequences",
                              r"\bmore (data|work|tokens)\b",

@@ -204,3 +204,12 @@ def test_score_command_line(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "app", "score", "straggler", "--canonical", str(f)],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "empty" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_evidence_quotes_the_narration_as_written():
+    text = "Step is ~622 ms. It’s not NCCL: 160 GB/s busbw is fine for 16 GB, the ring moves 28 GB in 175 ms."
+    r = run("ddp", text)
+    for c in r["criteria"]:
+        for e in c["evidence"]:
+            assert text[e["start"]:e["end"]] == e["text"]
+    assert crit(r, "trap")["score"] == 15 and "It’s not NCCL" in crit(r, "trap")["evidence"][0]["text"]

@@ -33,9 +33,10 @@ class NarrationError(ValueError):
 class Read:
     """A narration split once for every criterion."""
 
-    text: str
+    text: str  # the narration with typographic quotes as ASCII (same length: spans agree)
     sents: list[Span]
     qty: list[Quantity]
+    original: str = ""  # as written: evidence quotes it
 
     def sentence_of(self, pos: int) -> int:
         for i, s in enumerate(self.sents):
@@ -60,7 +61,7 @@ def _criterion(cid: str, score: float, evidence: list[dict], missed: list[str], 
 def read_of(text: str) -> Read:
     # typographic quotes as ASCII, one character for one, so spans still index the original
     plain = text.translate(str.maketrans("’‘“”", "''\"\""))
-    return Read(plain, sentences(plain), quantities(plain))
+    return Read(plain, sentences(plain), quantities(plain), text)
 
 
 # --- findings --------------------------------------------------------------------------
@@ -94,7 +95,7 @@ def _findings(read: Read, key: dict, rubric: Rubric, w: dict) -> dict:
     extra = [i for i in got if i not in targets]
     # Full marks at 70% of what the model answer states: a spoken minute cannot say it all.
     credit = (len(on_target) + 0.5 * len(extra)) / (FULL_FINDINGS * len(targets))
-    ev = [_ev(read.text, q.start, q.end, f"{o['label']}: {o['value']:g} {o['unit']}".rstrip()) for q, o in got.values()]
+    ev = [_ev(read.original, q.start, q.end, f"{o['label']}: {o['value']:g} {o['unit']}".rstrip()) for q, o in got.values()]
     missed = [f"{o['label']}: {o['value']:g} {o['unit']}".rstrip() for o in obs if o["id"] in targets and o["id"] not in got]
     return _criterion("findings", w["findings"] * min(1.0, credit), ev, missed, w)
 
@@ -128,7 +129,7 @@ def _discipline(read: Read, rubric: Rubric, w: dict) -> dict:
     for st in said:
         i, m = first[st]
         s = read.sents[i]
-        ev.append(_ev(read.text, s.start + m.start(), s.start + m.end(), f"{lexicon.STAGE_LABELS[st]} (stage "
+        ev.append(_ev(read.original, s.start + m.start(), s.start + m.end(), f"{lexicon.STAGE_LABELS[st]} (stage "
                                                                          f"{lexicon.STAGES.index(st) + 1})"))
     return _criterion("discipline_order", score, ev, missed, w)
 
@@ -143,7 +144,8 @@ def negated(clause: str, start: int, end: int) -> bool:
     """A negation that governs the words at [start, end): up to four words before them or
     right after them ("it's not NCCL", "NCCL isn't the problem"), in the same clause."""
     before, after = clause[:start], clause[end:]
-    return bool(re.search(lexicon.NEGATION + r"\W+(\w+\W+){0,4}$", before, re.I)
+    return bool(re.match(r"\W*(\w+'s\s+)?\w*" + lexicon.NEGATION, clause[start:end], re.I)  # "not NCCL", "isn't NCCL"
+                or re.search(lexicon.NEGATION + r"\W+(\w+\W+){0,4}$", before, re.I)
                 or re.match(r"^\W*(\w+\W+){0,2}?(is|are|was|were|does|do|did|can|could|would)?\W*(not\b|n't\b)", after, re.I)
                 or re.match(r"^\W*n't\b", after, re.I))
 
@@ -186,11 +188,11 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict) -> tuple[dict, bool]:
                     pts = w["trap"] if arith else w["trap"] * 2 / 3
                     why = "rejected with arithmetic" if arith else "rejected, without the arithmetic"
                     if pts > best:
-                        best, ev = pts, [_ev(read.text, s.start, s.end, f"trap '{trap['claim']}' {why}")]
+                        best, ev = pts, [_ev(read.original, s.start, s.end, f"trap '{trap['claim']}' {why}")]
                 elif kind == "endorsed":
-                    endorsed_ev.append(_ev(read.text, a, b, f"endorses the trap: {trap['claim']}"))
+                    endorsed_ev.append(_ev(read.original, a, b, f"endorses the trap: {trap['claim']}"))
                 elif w["trap"] / 5 > best:
-                    best, ev = w["trap"] / 5, [_ev(read.text, a, b, f"names the trap '{trap['claim']}' without "
+                    best, ev = w["trap"] / 5, [_ev(read.original, a, b, f"names the trap '{trap['claim']}' without "
                                                                       f"rejecting it")]
     if endorsed_ev:
         t0 = key["traps"][0]
@@ -217,7 +219,7 @@ def _root_cause(read: Read, key: dict, rubric: Rubric, w: dict) -> dict:
         if hit:
             c, m = hit
             found += 1
-            ev.append(_ev(read.text, c.start + m.start(), c.start + m.end(), "root cause"))
+            ev.append(_ev(read.original, c.start + m.start(), c.start + m.end(), "root cause"))
     missed = [] if found == len(rubric.root_cause) else [key["root_cause"]]
     return _criterion("root_cause", w["root_cause"] * found / max(1, len(rubric.root_cause)), ev, missed, w)
 
@@ -232,7 +234,7 @@ def _measurement(read: Read, key: dict, rubric: Rubric, runs: list[dict], w: dic
     for tool, pts in [(decisive, 1.0)] + [(t, 0.5) for t in rubric.also_confirms]:
         m = said(tool)
         if m:
-            return _criterion("measurement", w["measurement"] * pts, [_ev(read.text, m.start(), m.end(), f"names {tool}")],
+            return _criterion("measurement", w["measurement"] * pts, [_ev(read.original, m.start(), m.end(), f"names {tool}")],
                               [] if pts == 1 else [f"the decisive one: {key['confirmation']}"], w)
         if tool in ran:
             r = next(r for r in runs if r.get("tool") == tool)
@@ -248,7 +250,7 @@ def _fix_win(read: Read, key: dict, rubric: Rubric, w: dict) -> dict:
     m = _has(rubric.fix, read.text)
     if m:
         score += part
-        ev.append(_ev(read.text, m.start(), m.end(), "names the fix"))
+        ev.append(_ev(read.original, m.start(), m.end(), "names the fix"))
     else:
         missed.append(f"the fix: {key['fix']}")
     exp = key["expected"]
@@ -261,11 +263,11 @@ def _fix_win(read: Read, key: dict, rubric: Rubric, w: dict) -> dict:
     later = stated(read, [o for o in key["observations"] if o["id"].startswith("expected_")], rubric)
     if after:
         score += part
-        ev.append(_ev(read.text, after.start, after.end, f"after the fix: {float(exp['after_ms']):g} {exp['unit']}"))
+        ev.append(_ev(read.original, after.start, after.end, f"after the fix: {float(exp['after_ms']):g} {exp['unit']}"))
     elif later:
         q, o = next(iter(later.values()))
         score += part
-        ev.append(_ev(read.text, q.start, q.end, f"after the fix: {o['label']} {o['value']:g} {o['unit']}"))
+        ev.append(_ev(read.original, q.start, q.end, f"after the fix: {o['label']} {o['value']:g} {o['unit']}"))
     else:
         missed.append(f"the expected value after the fix: ~{float(exp['after_ms']):.0f} {exp['unit']} "
                       f"({exp.get('arithmetic', '')})".rstrip(" ()"))
@@ -279,10 +281,10 @@ def _fix_win(read: Read, key: dict, rubric: Rubric, w: dict) -> dict:
                    and matches(q, float(exp["before_ms"]), "ms" if q.unit else "")), None)
     if gain:
         score += part
-        ev.append(_ev(read.text, gain.start, gain.end, f"speedup: {sp:.2f}x"))
+        ev.append(_ev(read.original, gain.start, gain.end, f"speedup: {sp:.2f}x"))
     elif before:
         score += part
-        ev.append(_ev(read.text, before.start, after.end, f"before -> after: {sp:.2f}x"))
+        ev.append(_ev(read.original, before.start, after.end, f"before -> after: {sp:.2f}x"))
     else:
         missed.append(f"the speedup: {float(exp['before_ms']):.0f} / {float(exp['after_ms']):.0f} = {sp:.2f}x")
     return _criterion("fix_win", score, ev, missed, w)
