@@ -102,3 +102,25 @@ def test_migrations_from_empty_to_head(tmp_path):
     names = set(sa.inspect(engine_for(url)).get_table_names())
     assert {"attempts", "narration_saves", "alembic_version"} <= names
     upgrade_to_head(url)  # idempotent
+
+
+def test_a_server_restart_loses_nothing(app, tmp_path):
+    """Two app instances on one database file: what the first saved, the second serves."""
+    from app.web.main import create_app
+
+    with TestClient(app) as before:
+        a = new(before, "skinny-gemm", "5")
+        before.put(f"/api/attempts/{a['id']}/narration", json={"narration": "3% gaps, comm hidden"})
+        before.put(f"/api/attempts/{a['id']}/narration", json={"narration": "3% gaps, comm hidden, 22% MFU"})
+        cookie = before.cookies["tracedojo_id"]
+    with TestClient(create_app(), cookies={"tracedojo_id": cookie}) as after:
+        got = after.get(f"/api/attempts/{a['id']}").json()
+        assert got["narration"] == "3% gaps, comm hidden, 22% MFU" and got["saves"] == 2
+
+
+def test_the_unload_beacon_saves_the_last_words(client):
+    a = new(client, "dataloader", "1")
+    r = client.post(f"/api/attempts/{a['id']}/narration-beacon", content="Step is 509 ms".encode(),
+                    headers={"Content-Type": "text/plain"})
+    assert r.status_code == 204
+    assert client.get(f"/api/attempts/{a['id']}").json()["narration"] == "Step is 509 ms"
