@@ -180,7 +180,7 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
     ar_fmt = f"{allreduce_ms_obs:.0f}"
     # What "this stack" should reach: the same step with communication fully hidden.
     mfu_reference = physics.mfu_pct(flops, step_ms - allreduce_ms_obs, gpu)
-    brief = (f"{n}x {gpu.key} ({gpu.interconnect}), {p.model_params_b:g}B-parameter dense model, DDP fine-tune in "
+    brief = (f"{n}x {gpu.key} ({gpu.interconnect}), {p.model_params_b:.3g}B-parameter dense model, DDP fine-tune in "
              f"BF16. MFU is stuck at {mfu:.0f}%; comparable runs of this stack reach ~{mfu_reference:.0f}%. Here is "
              f"rank 0's trace. Walk me through it.")
     key = make_key(

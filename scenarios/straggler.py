@@ -447,7 +447,7 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
     w, st, al, sc, pc, cm = (f"{x:.0f}" for x in (wait_ms, step_ms, allreduce_ms, straggler_ms, peer_ms, comm_ms))
     others = f"ranks {', '.join(str(r) for r in range(n) if r != s)}"
     nccl_name = workload.NCCL_ALLREDUCE.split("(")[0]
-    brief = (f"{n}x {gpu.key} ({gpu.interconnect}), {p.model_params_b:g}B-parameter model, FSDP-style data-parallel "
+    brief = (f"{n}x {gpu.key} ({gpu.interconnect}), {p.model_params_b:.3g}B-parameter model, FSDP-style data-parallel "
              f"training in BF16. Throughput dropped {drop_pct:.0f}% after a node reprovision. Here is rank 0's "
              f"trace (every rank's trace is available); the team is convinced NCCL got slow. Walk me through it.")
     discipline = {
