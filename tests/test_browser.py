@@ -123,6 +123,10 @@ def test_search_finds_a_kernel_and_a_click_shows_its_details(page, server):
     assert page.evaluate("window.timelineTest.selectedSlice()") == "cudaLaunchKernel"
     page.keyboard.press("BracketRight")
     assert page.evaluate("window.timelineTest.selectedSlice()").startswith("ncclDevKernel_AllReduce")
+    page.keyboard.press("p")  # pin the NCCL stream above everything
+    first = page.evaluate("window.timelineTest.view.layout.items[0]")
+    assert first["kind"] == "track" and first["pinned"]
+    assert page.evaluate(f"window.timelineTest.view.data.tracks[{first['track']}].label").endswith("NCCL")
 
 
 @pytest.mark.parametrize("sid", ["dataloader", "launch-bound"])

@@ -208,7 +208,14 @@ export async function mount(root, url, opts = {}) {
     if (k === "/") { e.preventDefault(); search.focus(); search.select(); return; }
     if (k === "f" && view.selectedRow >= 0) { focusRow(view.selectedRow, true); redraw(); }
     else if (k === "f" && view.area) { view.scale.set(view.area.start_ns, view.area.end_ns, view.scale.width); redraw(); }
-    else if (k === "m") {
+    else if ((k === "p" || k === "c") && view.selectedRow >= 0) {
+      // P pins the selected slice's track to the top (again to unpin); C folds its group
+      const t = data.tracks[data.cols.track[view.selectedRow]];
+      const set = k === "p" ? view.pinned : view.collapsed;
+      const id = k === "p" ? t.id : t.group;
+      set.has(id) ? set.delete(id) : set.add(id);
+      relayout(); redraw();
+    } else if (k === "m") {
       const m = view.selectedRow >= 0 ? { start_ns: data.cols.ts[view.selectedRow], end_ns: data.cols.ts[view.selectedRow] + data.cols.dur[view.selectedRow] } : view.area;
       if (m) { view.marks.push({ ...m }); redraw(); }
     } else if (k === "?") { help.hidden = !help.hidden; }
