@@ -754,7 +754,7 @@ scenario = Scenario(
         ),
         fix=(r"cuda[- ]?graph\w*", r"torch\.compile", r"reduce-overhead", r"\bcaptur\w*"),
         traps={"optimize_gemms": (r"(tune|optimi[sz]\w*|faster|improve|speed up) .{0,20}(gemm|gemv|matmul)s?", r"tile sizes?",
-                                  r"quantiz\w*"),
+                                  r"quantiz\w*", r"(gemm|gemv)s? (cheaper|faster)", r"\bint4\b", r"\bawq\b|\bgptq\b|\bmarlin\b"),
                "item_sync": (r"\.item\(\)", r"\bitem\b.{0,60}\bsync\w*", r"sync\w* (at the end|per token|stall\w*)",
                              r"aten::item", r"(remove|drop) the \.?item"),
                "gpu_saturated": (r"nvidia-smi", r"100 ?% util\w*", r"gpu (is )?saturated", r"faster gpu")},

@@ -609,7 +609,7 @@ scenario = Scenario(
                              r"\b(not|isn't|it's not|wasn't) (the )?(nccl|nvlink|network|wire)\b", r"\bnccl (isn't|is not|wasn't)\b",
                                  r"nvlink.{0,20}(degraded|slow|broken|bad)", r"\bswitch\b"),
                "data_skew": (r"(data|shard|sequence|batch)[- ]?(skew|imbalanc\w*)", r"imbalanc\w*", r"longer sequences",
-                             r"\bmore (data|work|tokens)\b",
+                             r"\bmore (data|work|tokens)\b", r"length-grouped|token-budget|rebalanc\w*",
                              r"uneven (data|work|shards?)"),
                "bad_link": (r"\bnic\b", r"(bad|faulty|broken|degraded) (link|cable|pcie|nvlink|nic)", r"\bpcie\b")},
         also_confirms=("nvidia-smi", "dcgm", "gemm-microbench"),

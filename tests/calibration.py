@@ -21,6 +21,9 @@ import json
 from pathlib import Path
 
 INDEPENDENT = json.loads((Path(__file__).with_name("calibration_independent.json")).read_text())
+# A second independent set (terse, chatty, self-correcting and non-native styles, plus
+# "partial" reads that run out of time), scored once held out, then used like the first.
+INDEPENDENT_2 = json.loads((Path(__file__).with_name("calibration_independent_2.json")).read_text())
 
 READS = {
     "ddp": {

@@ -13,7 +13,7 @@ import pytest
 import scenarios
 from app.scoring.numbers import matches, quantities
 from app.scoring.score import MAX_CHARS, NarrationError, score
-from tests.calibration import INDEPENDENT, READS
+from tests.calibration import INDEPENDENT, INDEPENDENT_2, READS
 
 SEED_DOC = Path(__file__).resolve().parents[2] / "shared" / "seed" / "trace-reading-walkthroughs.md"
 ORDER = ["ddp", "dataloader", "launch-bound", "straggler", "prefill", "skinny-gemm"]  # the seed's cases 1-6
@@ -90,8 +90,9 @@ def test_calibration(sid):
 
 
 @pytest.mark.parametrize("sid", list(scenarios.REGISTRY))
-def test_calibration_by_an_independent_author(sid):
-    sets = INDEPENDENT[sid]
+@pytest.mark.parametrize("which", [1, 2])
+def test_calibration_by_an_independent_author(sid, which):
+    sets = (INDEPENDENT if which == 1 else INDEPENDENT_2)[sid]
     strong = [run(sid, t) for t in sets["strong"]]
     assert all(r["total"] >= 80 and not r["trap_endorsed"] for r in strong)
     assert all(run(sid, t)["trap_endorsed"] and run(sid, t)["total"] <= 40 for t in sets["trap"])
@@ -100,9 +101,11 @@ def test_calibration_by_an_independent_author(sid):
     best = max(r["total"] for r in strong)
     assert all(run(sid, t)["total"] <= best - 15 for t in sets["vague"])
     found = min(crit(r, "findings")["score"] for r in strong)
-    for t in sets["wrong_numbers"]:  # the right story with the numbers wrong or misattributed
+    for t in sets.get("wrong_numbers", []):  # the right story with the numbers wrong or misattributed
         r = run(sid, t)
         assert crit(r, "findings")["score"] < found and r["total"] <= best - 20
+    for t in sets.get("partial", []):  # step and gaps right, then out of time: no cause, measurement or fix
+        assert run(sid, t)["total"] <= best - 30
 
 
 @pytest.mark.parametrize("sid", list(scenarios.REGISTRY))

@@ -15,11 +15,11 @@ STAGE_PATTERNS = {
     "step_boundary": (
         r"\bstep (time |period |boundar\w*|length )?(is|of|was|takes|runs|at|=|~|≈)",
         r"\b(step|iteration|token|period)s? (boundar\w*|period|time|latency)\b", r"profilerstep",
-        r"\bper (step|iteration|token)\b.{0,30}\d", r"\bone (full )?(step|iteration)\b",
+        r"\bper (step|iteration|token)\b.{0,30}\d", r"\b(one|a single) (full |\w+ )?(step|iteration)\b", r"\bas the unit\b",
         r"\b(each|every) (step|iteration|token)\b.{0,40}\d+(\.\d+)? ?(ms|s|µs|us)\b",
         r"\b\d+(\.\d+)? ?(ms|s)\b (steps?|iterations?|per step|per token|period)",
         r"\b(inter-token latency|itl) (p50|median)\b", r"\b(p50|median) (itl|inter-token)",
-        r"\b(step|iteration|token)s? (takes?|lasts?|runs?|is|are|of)\b.{0,20}\d",
+        r"\b(step|iteration|token)s? (takes?|lasts?|runs?|is|are|of)\b.{0,20}\d", r"^\W*step\b[^.]{0,25}\d+(\.\d+)? ?(ms|s)\b",
     ),
     "gaps": (
         r"\bidle\b", r"\bgaps?\b", r"\bholes?\b", r"\bbubbles?\b", r"\bstarv\w*", r"\bwaiting\b", r"\bwaits\b",
@@ -36,7 +36,10 @@ STAGE_PATTERNS = {
     ),
     "longest_kernel": (
         r"\blongest kernel", r"\btop kernel", r"\bkernel (summary|mix|breakdown)", r"\bhottest\b",
-        r"\bdominant (kernel|gemm)", r"\bgemms?\b", r"\bkern_sum\b", r"\binside (the |it\b|them\b|a kernel)",
+        r"\bdominant (kernel|gemm)", r"\b(top|longest|dominant|biggest|heaviest|slowest) (\w+ )?(gemm|kernel|gemv)s?\b",
+        r"\bgemms?\b.{0,40}\b(% of|share|memory-bound|compute-bound|efficien\w*|healthy|fine|normal|tflop|slower|faster)",
+        r"\bkern_sum\b", r"\bheaviest\b", r"\b(biggest|longest|largest) (thing|slice|bar|block|item)\b", r"\bdwarfs\b", r"\b(first|start with) (the )?(biggest|longest|top)\b",
+        r"\bkernels?\b.{0,60}\b(healthy|fine|normal)\b", r"\binside (the |it\b|them\b|a kernel)",
         r"\bbusy\b.{0,40}\b(healthy|normal|fine)\b", r"\b(uniformly )?slow(er)? kernels\b", r"\bkernels? (are|look) (healthy|fine|normal)",
         r"\broofline\b", r"\bmemory[- ]bound\b", r"\bcompute[- ]bound\b", r"\barithmetic intensity\b",
         r"\bwhich kernel", r"\bkernel (family|families)\b", r"\btensor (pipe|cores?)\b",
@@ -54,16 +57,19 @@ VERDICT = (
     r"\bchecks out\b", r"\bmisleading\b", r"\bwrong\b", r"\bthe trap\b", r"\bnot the (bug|problem|cause|issue|bottleneck)\b",
     r"\bisn't (the|broken|slow|it|what|why)\b", r"\bis not (the|broken|slow|it|what|why)\b", r"\bonly (explains?|accounts? for|"
     r"buys?|gets?|moves?|saves?)\b", r"\bwould only\b", r"\boverrule\w*", r"\bdoesn't (hold|fit|survive)\b", r"\bnope\b",
-    r"^\W*(not|no)\b", r"\b(don't|doesn't|won't) (move|change|help)\b",
+    r"^\W*(not|no)\b", r"\b(don't|doesn't|won't) (move|change|help)\b", r"\bnot (broken|pathological|the bug)\b",
+    r"\bi disagree\b", r"\bis (fine|acceptable|reasonable|healthy|normal|unremarkable|real)\b",
 )
 # A verdict that opens the next sentence: "No." "Not plausible." "That doesn't hold."
-VERDICT_OPENING = r"^\W*(no\b|not\b|nope\b|wrong\b|but\b|that('s| is)? (not|wrong|impossible)|it('s| is)n't|doesn't|can't|"\
+VERDICT_OPENING = r"^\W*(no\b|not\b|nope\b|wrong\b|but\b|i disagree|arithmetic first|do the (math|arithmetic)|that('s| is)? (not|wrong|impossible)|it('s| is)n't|doesn't|can't|"\
                   r"nowhere|the (math|arithmetic|numbers?) (says?|rules?|kills?|don't|doesn't))"
 # Posing a hypothesis to test it: attributed to someone else, named as the trap, or asked.
 HYPOTHESIS = (
-    r"\b(someone|people|the team|they|one|others?|everyone|management)\b.{0,20}\b(will|would|might|may|could|says?|"
-    r"thinks?|suspects?|blames?|claims?|is convinced|argues?)\b", r"\bthe (trap|obvious (guess|answer|suspect)|tempting "
-    r"(answer|fix|guess|story|read))\b", r"\bcould (it|this|that|rank \d+|the \w+) (just )?(be|have)\b", r"\?",
+    r"\b(someone|somebody|anyone|people|the team|they|one|others?|everyone|management|a colleague|colleagues)\b.{0,20}"
+    r"\b(will|would|might|may|could|says?|thinks?|suspects?|blames?|claims?|is convinced|argues?)\b",
+    r"\b\w+ (could|might|would|will|may) (say|blame|argue|suggest)\b",
+    r"\b(the )?(trap|obvious (guess|answer|suspect)|tempting (answer|fix|guess|story|read)|usual suspect)\b",
+    r"\bshould (i|we) blame\b", r"\bcould (it|this|that|rank \d+|the \w+) (just )?(be|have)\b", r"\?",
     r"\bbefore (anyone|we|you)\b", r"\bfirst (thought|guess|instinct)\b", r"\bit (looks|seems) like\b",
     r"\b(either|means|could be|might be|would be)\b.{0,40}\bor\b",
     r"\bthe usual suspect", r"\bhypothes\w+",
@@ -76,7 +82,9 @@ ENDORSE = (
     r"\bto blame\b", r"\bguilty\b", r"\bwhich means\b", r"\bhas to be\b", r"\bthat's (why|what|where)\b",
     r"^\W*(remove|drop|cut|add|switch|move|replace|tune|autotune|retune|try|quantize|run|check|bump|increase|upgrade|"
     r"disable|enable|raise)\b", r"\b(so|and) (remove|drop|cut|add|switch|replace|tune|autotune|retune|try|quantize|run|check)\b",
-    r"\bgets? us (back|most)\b", r"\bclose the gap\b",
+    r"\bgets? us (back|most)\b", r"\bclose the gap\b", r"^\W*fix\b", r"\b(take out|get rid of|turn off)\b",
+    r"\bi think\b", r"\bmy (guess|bet|recommendation)\b", r"\brecommend\w*\b", r"\bthe (play|move|lever|answer) is\b",
+    r"\bsmells like\b", r"\bthat's it\b", r"\b(fairly|pretty|quite) sure\b", r"(->|→|=>)",
 )
 
 # Words around an outcome: what the fix leaves behind.

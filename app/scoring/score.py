@@ -79,10 +79,15 @@ def stated(read: Read, observations: list[dict], rubric: Rubric) -> dict[str, tu
     for q in read.qty:
         clause = read.clause_of(q.start)
         sent = read.sents[read.sentence_of(q.start)]
+        parts = clauses(sent)
+        k = next((j for j, c in enumerate(parts) if c.start == clause.start), 0)
+        # "Step on rank 0: 612 ms": a clause with no subject of its own takes the one before it
+        bare = not any(rx.search(clause.text) for rx in cues.values())
+        context = clause.text if not (bare and k) else parts[k - 1].text + " " + clause.text
         for o in observations:
             if o["id"] in out or not matches(q, o["value"], o["unit"], rubric.tolerance.get(o["id"], 0.10)):
                 continue
-            if cues[o["id"]].search(clause.text) or (cues[o["id"]].search(sent.text) and len(clauses(sent)) == 1):
+            if cues[o["id"]].search(context) or (cues[o["id"]].search(sent.text) and len(parts) == 1):
                 out[o["id"]] = (q, o)
     return out
 
@@ -161,7 +166,7 @@ def _classify(read: Read, i: int, clause: Span, m_start: int, m_end: int) -> tup
     here = negated(clause.text, m_start - clause.start, m_end - clause.start)
     posed = _has(lexicon.HYPOTHESIS, read.text[s.start:m_end]) or _has(lexicon.HYPOTHESIS, clause.text)
     answered = any(re.match(lexicon.VERDICT_OPENING, f, re.I) or _has(lexicon.VERDICT, f) for f in follow[:1])
-    endorse = _has(lexicon.ENDORSE, clause.text) or _has(lexicon.ENDORSE, s.text)
+    endorse = _has(lexicon.ENDORSE, s.text)
     if here or verdict:
         return "rejected", arith
     if posed and (answered or arith or _has((lexicon.NEGATION,), after_mention)):
