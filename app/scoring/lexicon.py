@@ -61,8 +61,9 @@ VERDICT = (
     r"\bi disagree\b", r"\bis (fine|acceptable|reasonable|healthy|normal|unremarkable|real)\b",
 )
 # A verdict that opens the next sentence: "No." "Not plausible." "That doesn't hold."
-VERDICT_OPENING = r"^\W*(no\b|not\b|nope\b|wrong\b|but\b|i disagree|arithmetic first|do the (math|arithmetic)|that('s| is)? (not|wrong|impossible)|it('s| is)n't|doesn't|can't|"\
-                  r"nowhere|the (math|arithmetic|numbers?) (says?|rules?|kills?|don't|doesn't))"
+VERDICT_OPENING = (r"^\W*(no\b|not\b|nope\b|wrong\b|but\b|i disagree|arithmetic first|do the (math|arithmetic)|"
+                   r"that('s| is)? (not|wrong|impossible)|it('s| is)n't|doesn't|can't|nowhere|"
+                   r"the (math|arithmetic|numbers?) (says?|rules?|kills?|don't|doesn't))")
 # Posing a hypothesis to test it: attributed to someone else, named as the trap, or asked.
 HYPOTHESIS = (
     r"\b(someone|somebody|anyone|people|the team|they|one|others?|everyone|management|a colleague|colleagues)\b.{0,20}"
