@@ -10,40 +10,21 @@ the painter's work per frame, since headless rAF intervals are pinned to 60 Hz).
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
+from pathlib import Path
 
 import numpy as np
 
 import scenarios
+from tests.server import running_server
 
-BIG = "/scenarios/launch-bound/0?tokens=303"  # ~1,003,000 slices
-
-
-def _server() -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tempfile.mkdtemp()}/bench.db"}
-    proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--port", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(base + "/index.json", timeout=2)
-            return proc, base
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise SystemExit("the server did not start")
+BIG = "/scenarios/launch-bound/0?tokens=303"  # 1,092,921 slices (seed 0)
 
 
-def _first_paint(browser, url: str) -> tuple[float, int]:
+def _first_paint(browser, url: str):
+    """A fresh context on `url`: (context, page, ms from navigation to first complete paint, slices drawn)."""
     ctx = browser.new_context(viewport={"width": 1280, "height": 800})
     page = ctx.new_page()
     page.goto(url + ("&" if "?" in url else "?") + "testing=1")
@@ -56,9 +37,8 @@ def _first_paint(browser, url: str) -> tuple[float, int]:
 def main(argv: list[str]) -> int:
     from playwright.sync_api import sync_playwright
 
-    proc, base = _server()
     figures: dict = {"bench": "viewer", "first_paint_ms": {}}
-    try:
+    with tempfile.TemporaryDirectory() as data, running_server(Path(data)) as base:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
             for sid in scenarios.REGISTRY:
@@ -89,8 +69,6 @@ def main(argv: list[str]) -> int:
             frames = page.evaluate("window.timelineTest.stats.frames")
             ctx.close()
             browser.close()
-    finally:
-        proc.terminate()
     f = np.array(frames)
     figures["big"].update({"frames": len(f), "frame_p50_ms": round(float(np.percentile(f, 50)), 2),
                            "frame_p95_ms": round(float(np.percentile(f, 95)), 2),

@@ -6,18 +6,13 @@ install both).
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 import scenarios
 from app.scenario import observation
+from tests.server import running_server
 
 CHROMIUM = Path("/usr/bin/chromium")
 pw = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e .[test])")
@@ -26,25 +21,8 @@ pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path_factory.mktemp('db') / 'td.db'}"}
-    proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--port", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(base + "/index.json", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.2)
-    else:
-        proc.kill()
-        pytest.fail("the server did not start")
-    yield base
-    proc.terminate()
-    proc.wait(10)
+    with running_server(tmp_path_factory.mktemp("db")) as base:
+        yield base
 
 
 @pytest.fixture(scope="module")
@@ -138,15 +116,7 @@ def test_area_selecting_one_step_reads_the_step(page, server, sid):
     pad = 0.05 * (s["end_ns"] - s["start_ns"])
     page.evaluate(f"window.timelineTest.setWindow({s['start_ns'] - pad}, {s['end_ns'] + pad})")
     page.evaluate("window.timelineTest.idle()")
-    canvas = page.locator("canvas").bounding_box()
-    y = canvas["y"] + page.evaluate("window.timelineTest.trackY('main thread')") + 4
-    x0 = canvas["x"] + page.evaluate(f"window.timelineTest.xOf({s['start_ns']})")
-    x1 = canvas["x"] + page.evaluate(f"window.timelineTest.xOf({steps[2]['start_ns']})")
-    page.mouse.move(x0, y)
-    page.mouse.down()
-    page.mouse.move((x0 + x1) / 2, y + 40, steps=4)
-    page.mouse.move(x1, y + 60, steps=4)
-    page.mouse.up()
+    drag(page, s["start_ns"], steps[2]["start_ns"])
     sel = page.evaluate("window.timelineTest.selection()")
     assert (sel["end_us"] - sel["start_us"]) / 1e3 == pytest.approx(observation(inst.key, "step_ms"), rel=0.01)
     panel = page.locator("[data-details]").inner_text()
