@@ -14,9 +14,13 @@ import scenarios
 from app.db.models import Attempt, NarrationSave
 from app.scenario import Instance, InstanceError
 from app.scoring.marks import score_marks
-from app.scoring.score import MAX_CHARS, NarrationError, score
+from app.scoring.score import MAX_CHARS, NarrationTooLong, score
 
 MAX_RUNS = 500
+
+
+class AttemptClosed(InstanceError):
+    """The attempt was submitted; it takes no more changes (HTTP 409)."""
 
 
 def instance_of(a: Attempt) -> Instance:
@@ -51,14 +55,14 @@ def mine(db: Session, owner: str) -> list[Attempt]:
 
 def _open(a: Attempt) -> None:
     if a.submitted_at is not None:
-        raise InstanceError("this attempt was submitted; start a new one to practise again")
+        raise AttemptClosed("this attempt was submitted; start a new one to practise again")
 
 
-def save_narration(db: Session, a: Attempt, text: str) -> None:
+def save_narration(a: Attempt, text: str) -> None:
     """Keep the text, and a history entry when it changed."""
     _open(a)
     if len(text) > MAX_CHARS:
-        raise NarrationError(f"the narration is {len(text):,} characters; the limit is {MAX_CHARS:,}")
+        raise NarrationTooLong(f"the narration is {len(text):,} characters; the limit is {MAX_CHARS:,}")
     if text != a.narration:
         a.narration = text
         a.saves.append(NarrationSave(text=text))
@@ -80,7 +84,7 @@ def add_run(a: Attempt, tool: str, since_open_s: float | None) -> None:
     a.runs = a.runs + [{"tool": tool, "at": datetime.now(timezone.utc).isoformat(), "since_open_s": since_open_s}]
 
 
-def submit(db: Session, a: Attempt) -> dict:
+def submit(a: Attempt) -> dict:
     """Score the narration with the runs and marks; the report joins the key's answer."""
     _open(a)
     inst = instance_of(a)

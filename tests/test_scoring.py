@@ -129,7 +129,7 @@ def test_report_contract_and_evidence_spans():
     text = READS["ddp"]["strong"][0]
     r = run("ddp", text)
     assert [c["id"] for c in r["criteria"]] == IDS
-    assert r["word_count"] == len(text.split()) or abs(r["word_count"] - len(text.split())) < 10
+    assert abs(r["word_count"] - len(text.split())) < 10
     for c in r["criteria"]:
         assert 0 <= c["score"] <= c["max"]
         for e in c["evidence"]:

@@ -36,7 +36,7 @@ STAGE_PATTERNS = {
     ),
     "longest_kernel": (
         r"\blongest kernel", r"\btop kernel", r"\bkernel (summary|mix|breakdown)", r"\bhottest\b",
-        r"\bdominant (kernel|gemm)", r"\b(top|longest|dominant|biggest|heaviest|slowest) (\w+ )?(gemm|kernel|gemv)s?\b",
+        r"\b(top|longest|dominant|biggest|heaviest|slowest) (\w+ )?(gemm|kernel|gemv)s?\b",
         r"\bgemms?\b.{0,40}\b(% of|share|memory-bound|compute-bound|efficien\w*|healthy|fine|normal|tflop|slower|faster)",
         r"\bkern_sum\b", r"\bheaviest\b", r"\b(biggest|longest|largest) (thing|slice|bar|block|item)\b", r"\bdwarfs\b", r"\b(first|start with) (the )?(biggest|longest|top)\b",
         r"\bkernels?\b.{0,60}\b(healthy|fine|normal)\b", r"\binside (the |it\b|them\b|a kernel)",
@@ -72,8 +72,7 @@ HYPOTHESIS = (
     r"\b(the )?(trap|obvious (guess|answer|suspect)|tempting (answer|fix|guess|story|read)|usual suspect)\b",
     r"\bshould (i|we) blame\b", r"\bcould (it|this|that|rank \d+|the \w+) (just )?(be|have)\b", r"\?",
     r"\bbefore (anyone|we|you)\b", r"\bfirst (thought|guess|instinct)\b", r"\bit (looks|seems) like\b",
-    r"\b(either|means|could be|might be|would be)\b.{0,40}\bor\b",
-    r"\bthe usual suspect", r"\bhypothes\w+",
+    r"\b(either|means|could be|might be|would be)\b.{0,40}\bor\b", r"\bhypothes\w+",
 )
 # Endorsing it: the speaker's own cause or fix, said as such.
 ENDORSE = (

@@ -29,6 +29,10 @@ class NarrationError(ValueError):
     """The narration cannot be scored (empty, too long); the message says why."""
 
 
+class NarrationTooLong(NarrationError):
+    """Over MAX_CHARS (HTTP 413)."""
+
+
 @dataclass
 class Read:
     """A narration split once for every criterion."""
@@ -123,8 +127,7 @@ def _discipline(read: Read, rubric: Rubric, w: dict) -> dict:
     inversions = [(a, b) for i, a in enumerate(order) for b in order[i + 1:] if said.index(a) > said.index(b)]
     score -= INVERSION * per * len(inversions)
     missed = [f"{lexicon.STAGE_LABELS[st]} never stated" for st in stages if st not in first]
-    if ("longest_kernel", "gaps") in [(b, a) for a, b in inversions] or (
-            "longest_kernel" in first and "gaps" in first and said.index("longest_kernel") < said.index("gaps")):
+    if ("gaps", "longest_kernel") in inversions:  # the kernels before the idle time: case 2's lesson
         score -= INVERSION * per
         missed.append("went to the longest kernel before accounting for the gaps (the idle time comes first)")
     for a, b in inversions:
@@ -303,7 +306,7 @@ def score(key: dict, rubric: Rubric, narration: str, runs: list[dict] | None = N
     if not narration or not narration.strip():
         raise NarrationError("the narration is empty: say what the trace shows")
     if len(narration) > MAX_CHARS:
-        raise NarrationError(f"the narration is {len(narration):,} characters; the limit is {MAX_CHARS:,} "
+        raise NarrationTooLong(f"the narration is {len(narration):,} characters; the limit is {MAX_CHARS:,} "
                              f"(a 60-second read is about 1,000)")
     w = {**WEIGHTS, **(weights or {})}
     read = read_of(narration)

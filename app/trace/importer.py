@@ -47,6 +47,10 @@ class TraceImportError(ValueError):
     """The trace cannot be read; the message is one line naming what is wrong."""
 
 
+class TraceTooLarge(TraceImportError):
+    """Over the size limit, as sent or once decompressed (HTTP 413)."""
+
+
 @dataclass
 class ImportedTrace:
     """A trace in DuckDB: table `events` (one row per event) plus the top-level keys."""
@@ -76,14 +80,14 @@ def read_bytes(source: str | Path | bytes, max_bytes: int = DEFAULT_MAX_BYTES) -
         with open(path, "rb") as fh:
             head = fh.read(2)
         if head != b"\x1f\x8b" and path.stat().st_size > max_bytes:
-            raise TraceImportError(f"{path.name} is {path.stat().st_size / 1e6:,.0f} MB, over the "
-                                   f"{max_bytes / 1e6:,.0f} MB limit")
+            raise TraceTooLarge(f"{path.name} is {path.stat().st_size / 1e6:,.0f} MB, over the "
+                                f"{max_bytes / 1e6:,.0f} MB limit")
         raw = path.read_bytes()
         name = path.name
     if raw[:2] == b"\x1f\x8b":
         return _gunzip(raw, max_bytes, name)
     if len(raw) > max_bytes:
-        raise TraceImportError(f"{name} is {len(raw) / 1e6:,.0f} MB, over the {max_bytes / 1e6:,.0f} MB limit")
+        raise TraceTooLarge(f"{name} is {len(raw) / 1e6:,.0f} MB, over the {max_bytes / 1e6:,.0f} MB limit")
     return raw
 
 
@@ -98,7 +102,7 @@ def _gunzip(raw: bytes, max_bytes: int, name: str) -> bytes:
             raise TraceImportError(f"{name} is not valid gzip: {e}") from None
         total += len(chunk)
         if total > max_bytes:
-            raise TraceImportError(f"{name} expands past the {max_bytes / 1e6:,.0f} MB limit when decompressed")
+            raise TraceTooLarge(f"{name} expands past the {max_bytes / 1e6:,.0f} MB limit when decompressed")
         out.append(chunk)
         if not d.eof:
             raise TraceImportError(f"{name} is a truncated gzip: the stream ends before its last block")

@@ -14,7 +14,7 @@ from app.config import get_settings
 from app.db.base import engine_for
 from app.identity import COOKIE, identity_of, new_identity
 from app.scenario import InstanceError
-from app.scoring.score import MAX_CHARS, NarrationError
+from app.scoring.score import MAX_CHARS, NarrationError, NarrationTooLong
 
 router = APIRouter()
 
@@ -85,9 +85,9 @@ def _guard(fn, *args):
     try:
         return fn(*args)
     except NarrationError as e:
-        raise HTTPException(413 if "limit" in str(e) else 400, str(e)) from None
+        raise HTTPException(413 if isinstance(e, NarrationTooLong) else 400, str(e)) from None
     except InstanceError as e:
-        raise HTTPException(409 if "submitted" in str(e) else 400, str(e)) from None
+        raise HTTPException(409 if isinstance(e, practice.AttemptClosed) else 400, str(e)) from None
 
 
 @router.post("/api/attempts", status_code=201)
@@ -109,7 +109,7 @@ def get_attempt(aid: str, db: DB, who: Owner):
 @router.put("/api/attempts/{aid}/narration")
 def autosave(aid: str, body: Text, db: DB, who: Owner):
     a = _attempt(db, who, aid)
-    _guard(practice.save_narration, db, a, body.narration)
+    _guard(practice.save_narration, a, body.narration)
     db.flush()
     return {"saved": True, "saves": len(a.saves), "chars": len(a.narration), "limit": MAX_CHARS}
 
@@ -121,7 +121,7 @@ async def autosave_beacon(aid: str, request: Request, db: DB, who: Owner):
     if len(raw) > 4 * MAX_CHARS:
         raise HTTPException(413, f"the narration is over the {MAX_CHARS:,}-character limit")
     a = _attempt(db, who, aid)
-    _guard(practice.save_narration, db, a, raw.decode("utf-8", errors="replace"))
+    _guard(practice.save_narration, a, raw.decode("utf-8", errors="replace"))
 
 
 @router.put("/api/attempts/{aid}/marks")
@@ -142,6 +142,6 @@ def run(aid: str, body: Run, db: DB, who: Owner):
 def submit(aid: str, db: DB, who: Owner, body: Text | None = None):
     a = _attempt(db, who, aid)
     if body is not None:
-        _guard(practice.save_narration, db, a, body.narration)
-    report = _guard(practice.submit, db, a)
+        _guard(practice.save_narration, a, body.narration)
+    report = _guard(practice.submit, a)
     return {"id": a.public_id, **report}

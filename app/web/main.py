@@ -143,13 +143,13 @@ def create_app(migrate: bool = True) -> FastAPI:
     @app.post("/api/scenarios/{sid}/{seed}/score")
     def score_read(sid: str, seed: str, body: Narration, request: Request):
         """Score a narrated read of an instance: contract 4, with evidence and misses."""
-        from app.scoring.score import MAX_CHARS, NarrationError, score
+        from app.scoring.score import NarrationError, NarrationTooLong, score
 
         inst = resolve(sid, seed, request)
         try:
             return score(inst.key, inst.scenario.rubric, body.narration, [r.model_dump() for r in body.runs])
         except NarrationError as e:
-            raise HTTPException(413 if len(body.narration) > MAX_CHARS else 400, str(e)) from None
+            raise HTTPException(413 if isinstance(e, NarrationTooLong) else 400, str(e)) from None
 
     @app.exception_handler(HTTPException)
     def http_error(request: Request, exc: HTTPException):

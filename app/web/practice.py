@@ -58,14 +58,16 @@ def start(db: DB, who: Owner, scenario: str = Form(...), seed: str = Form("")):
     return RedirectResponse(f"/practice/{a.public_id}" + ("?surprise=1" if scenario == "surprise" else ""), 303)
 
 
-def _round(a) -> dict:
-    """The practice page's data: the attempt as the browser may see it, and its instance's
-    viewer context (brief, timeline, tools); nothing from the key."""
+def _viewer(a) -> dict:
+    """The attempt's instance in the viewer: brief, timeline, tools; nothing from the key."""
     from app.web.main import viewer_context
 
-    inst = practice.instance_of(a)
-    ctx = viewer_context(inst, a.scenario, a.seed, sorted(a.params.items()), None)
-    return {**ctx, "attempt": practice.public(a), "max_chars": MAX_CHARS}
+    return viewer_context(practice.instance_of(a), a.scenario, a.seed, sorted(a.params.items()), None)
+
+
+def _round(a) -> dict:
+    """The practice page's data: the attempt as the browser may see it, and the viewer."""
+    return {**_viewer(a), "attempt": practice.public(a), "max_chars": MAX_CHARS}
 
 
 @router.get("/practice/{aid}", include_in_schema=False)
@@ -114,11 +116,7 @@ def report_page(aid: str, request: Request, db: DB, who: Owner):
     a = _attempt(db, who, aid)
     if a.submitted_at is None:
         return RedirectResponse(f"/practice/{aid}", 303)
-    from app.web.main import viewer_context
-
-    inst = practice.instance_of(a)
-    ctx = viewer_context(inst, a.scenario, a.seed, sorted(a.params.items()), None)
-    return _templates().TemplateResponse(request, "practice_report.html", {**ctx, **_report(a)})
+    return _templates().TemplateResponse(request, "practice_report.html", {**_viewer(a), **_report(a)})
 
 
 @router.get("/practice/{aid}/report.json")

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from app.analysis import hta, read, sql, text
 from app.config import Settings, get_settings
-from app.trace.importer import ImportedTrace, TraceImportError, load
+from app.trace.importer import ImportedTrace, TraceImportError, TraceTooLarge, load
 
 router = APIRouter()
 SettingsDep = Annotated[Settings, Depends(get_settings)]
@@ -38,7 +38,7 @@ async def _receive(upload: UploadFile, settings: Settings) -> str:
         try:
             trace = load(raw, max_bytes=settings.max_trace_bytes)
         except TraceImportError as e:
-            status = 413 if "limit" in str(e) else 400
+            status = 413 if isinstance(e, TraceTooLarge) else 400
             raise HTTPException(status, f"{upload.filename}: {e}") from None
         trace.source = upload.filename or "upload"
         # One DuckDB connection per trace, and DuckDB connections are not thread-safe: every

@@ -8,7 +8,7 @@ const testing = new URLSearchParams(location.search).get("testing") === "1";
 
 // Runs are recorded by `record(tool)`: by default in this browser per page; a practice
 // round passes its own (to the attempt on the server).
-function localRuns(root) {
+function localRuns() {
   const opened = Date.now();
   const key = `tracedojo:runs:${location.pathname}${location.search.replace(/[?&]testing=1/, "")}`;
   const list = () => { try { return JSON.parse(localStorage.getItem(key) || "[]"); } catch { return []; } };
@@ -35,7 +35,7 @@ export function showRuns(root, runs) {
 }
 
 export function setupViewerPage(root, opts = {}) {
-  const runs = opts.runs || localRuns(root);
+  const runs = opts.runs || localRuns();
   Promise.resolve(runs.list()).then((all) => showRuns(root, all));
   window.tracedojoRuns = runs.list;
 

@@ -2,8 +2,10 @@
 // track draws per pixel only what a pixel can show: after a sub-pixel slice it jumps, by
 // binary search, to the first slice still visible past the next pixel.
 
-import { firstEndingAfter, formatDurationShort } from "./shared.js";
-import { ticks } from "./timescale.js";
+import { firstEndingAfter } from "./data.js";
+import { formatDuration, ticks } from "./timescale.js";
+
+const formatDurationShort = (ns) => formatDuration(ns, 3);
 
 // Okabe-Ito: distinguishable with every common colour-vision deficiency.
 export const PALETTE = {
