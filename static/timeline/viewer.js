@@ -56,7 +56,7 @@ export async function mount(root, url, opts = {}) {
     // The panes grow with the tracks up to the window's height, so a short trace leaves
     // room for the case's charts below instead of an empty canvas.
     const panes = canvas.parentElement;
-    panes.style.height = `${Math.max(320, Math.min(y + 40, window.innerHeight - 200))}px`;
+    panes.style.height = `${Math.max(520, Math.min(y + 40, window.innerHeight - 200))}px`;  // 520: room for a tool's output and chart beside a short trace
   }
 
   const stats = { firstPaintMs: null, frames: [], loadedMs: performance.now() };
