@@ -10,41 +10,15 @@ import json
 import sys
 from pathlib import Path
 
-from app.scenario import InstanceError, SeedLabel
+from app.instances import parse_params, parse_seed
+from app.scenario import InstanceError
 
-MAX_SEED = 2**32 - 1
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, not argparse's usage block
         sys.stderr.write(f"tracedojo: error: {message}\n")
         raise SystemExit(2)
-
-
-def parse_seed(raw: str | None, canonical: bool) -> SeedLabel:
-    if canonical:
-        if raw is not None:
-            raise InstanceError("give --seed N or --canonical, not both")
-        return "canonical"
-    if raw is None:
-        return 0
-    try:
-        seed = int(raw, 10)
-    except ValueError:
-        raise InstanceError(f"seed must be a non-negative integer (0 to {MAX_SEED}) or --canonical, got {raw!r}") from None
-    if not 0 <= seed <= MAX_SEED:
-        raise InstanceError(f"seed must be a non-negative integer (0 to {MAX_SEED}) or --canonical, got {raw!r}")
-    return seed
-
-
-def parse_params(items: list[str] | None) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items or []:
-        k, sep, v = item.partition("=")
-        if not sep or not k:
-            raise InstanceError(f"--param wants KEY=VALUE, got {item!r}")
-        out[k.strip()] = v.strip()
-    return out
 
 
 def _instance(args):
@@ -161,9 +135,20 @@ def cmd_score(args) -> None:
 def cmd_serve(args) -> None:
     import uvicorn
 
-    from app.web.main import create_app
+    from app.config import get_settings
+    from app.db.base import DatabaseMissing, prepare_database
 
-    uvicorn.run(create_app(), host=args.host, port=args.port)
+    settings = get_settings()
+    try:
+        # Once here, before any worker starts; each worker's create_app() then finds the
+        # schema at head (under the same lock), so only this step may start a new database.
+        prepare_database(settings.database_url, settings.data_dir, settings.create_db or args.create_db)
+    except DatabaseMissing as e:
+        raise InstanceError(str(e)) from None
+    # Workers are separate processes sharing nothing but the database and data/: uvicorn
+    # imports the factory in each.
+    uvicorn.run("app.web.main:create_app", factory=True, host=args.host, port=args.port, workers=args.workers,
+                log_level="warning" if args.quiet else "info")
 
 
 def _instance_args(p: argparse.ArgumentParser, rank: bool = False) -> None:
@@ -212,6 +197,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("serve", help="serve the web app")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--workers", type=int, default=1, help="worker processes (each serves any request)")
+    p.add_argument("--create-db", action="store_true",
+                   help="start on an empty database even though one existed before (its data is gone)")
+    p.add_argument("--quiet", action="store_true", help="log warnings only")
     p.set_defaults(func=cmd_serve)
     return parser
 

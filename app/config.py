@@ -23,10 +23,29 @@ class Settings(BaseSettings):
     max_trace_bytes: int = 2**30
     # Uploaded traces are kept in memory (the database stores instances, never traces).
     upload_cache_size: int = 8
-    # Signs the anonymous practice identity cookie; unset, a key is kept in secret_key_file
-    # (default data/secret_key) so restarts keep everyone's attempts theirs.
+    # Signs the anonymous practice identity cookie and draws practice rounds' secret seeds;
+    # unset, a key is kept in secret_key_file (default data/secret_key) so restarts keep
+    # everyone's attempts theirs.
     secret_key: str | None = None
     secret_key_file: str | None = None
+    # Where the server keeps what it creates beside the database (the secret key, the
+    # record that a database existed); default data/ in the checkout.
+    data_dir: Path = ROOT / "data"
+    # Start on an empty database even though one existed before (TRACEDOJO_CREATE_DB=1, or
+    # `tracedojo serve --create-db`): otherwise a lost database file stops the server
+    # instead of being silently replaced by an empty one.
+    create_db: bool = False
+    # SQLite waits this long for another writer's lock before a write answers 503.
+    db_busy_timeout_s: float = 5.0
+    # Cookies only over HTTPS (set behind a TLS-terminating proxy).
+    secure_cookies: bool = False
+    # Instances built for requests: the cache's size in bytes, and the most events one
+    # instance may hold (every rank counted; the default instances hold 17k-210k, the
+    # viewer's 1M-slice benchmark instance fits).
+    instance_cache_bytes: int = 768 * 2**20
+    max_instance_events: int = 1_500_000
+    # Encoded timelines kept ready for the viewer (gzip bytes).
+    timeline_cache_bytes: int = 256 * 2**20
 
 
 @lru_cache

@@ -4,13 +4,14 @@ restart does not orphan anyone's attempts."""
 
 from __future__ import annotations
 
+import os
 import secrets
 from functools import lru_cache
 from pathlib import Path
 
 from itsdangerous import BadSignature, Signer
 
-from app.config import ROOT, get_settings
+from app.config import get_settings
 
 COOKIE = "tracedojo_id"
 
@@ -19,13 +20,26 @@ COOKIE = "tracedojo_id"
 def _signer() -> Signer:
     key = get_settings().secret_key
     if not key:
-        path = Path(get_settings().secret_key_file or ROOT / "data" / "secret_key")
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(secrets.token_hex(32))
-            path.chmod(0o600)
-        key = path.read_text().strip()
+        key = _key_file(Path(get_settings().secret_key_file or get_settings().data_dir / "secret_key"))
     return Signer(key, salt="tracedojo.identity")
+
+
+def _key_file(path: Path) -> str:
+    """The key kept in `path`, made once whichever worker gets there first: each writes
+    its own candidate and links it into place; a link fails where the file exists, so every
+    worker ends up reading the one key that won (never a half-written file)."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        tmp.write_text(secrets.token_hex(32))
+        tmp.chmod(0o600)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
+    return path.read_text().strip()
 
 
 def new_identity() -> tuple[str, str]:

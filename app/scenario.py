@@ -10,6 +10,7 @@ Kineto top-level metadata every trace carries.
 from __future__ import annotations
 
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Union, get_args, get_origin
 
@@ -17,7 +18,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app import physics
-from app.trace.builder import Trace, TraceBuilder
+from app.trace.builder import EventBudget, EventBudgetExceeded, Trace, TraceBuilder, spending
 
 SeedLabel = Union[int, Literal["canonical"]]
 
@@ -30,6 +31,10 @@ COMMON_OBSERVATIONS = ("step_ms", "expected_step_ms", "speedup")
 
 class InstanceError(ValueError):
     """A request for an instance that cannot exist: the message is one line for the user."""
+
+
+class InstanceTooLarge(InstanceError):
+    """The instance's traces would hold more events than the caller may build."""
 
 
 def param(default: Any, *, unit: str, ge: float | None = None, le: float | None = None,
@@ -183,10 +188,28 @@ class Scenario:
         base = self.Params.canonical() if seed == "canonical" else self.Params.draw(self.rng(seed, 0))
         return apply_overrides(self.Params, base, overrides or {})
 
-    def instance(self, seed: SeedLabel, overrides: dict[str, Any] | None = None) -> "Instance":
+    def instance(self, seed: SeedLabel, overrides: dict[str, Any] | None = None,
+                 max_events: int | None = None) -> "Instance":
+        """The instance; with `max_events`, refused (InstanceTooLarge) as soon as its traces,
+        every rank counted, pass that many events, before the work and memory they would take."""
         params = self.params_for(seed, overrides)
-        built = self.build(params, self.rng(seed, 1), seed)
-        return Instance(self, seed, params, built)
+        budget = EventBudget(max_events) if max_events is not None else None
+        with _within(budget, params):
+            built = self.build(params, self.rng(seed, 1), seed)
+        return Instance(self, seed, params, built, budget)
+
+
+@contextmanager
+def _within(budget: EventBudget | None, params: "ScenarioParams"):
+    try:
+        with spending(budget):
+            yield
+    except EventBudgetExceeded:
+        changed = {k: v for k, v in params.model_dump().items() if v != type(params)().model_dump().get(k)}
+        hint = f" (params {', '.join(f'{k}={v}' for k, v in changed.items())})" if changed else ""
+        raise InstanceTooLarge(f"this instance would hold over {budget.limit:,} events{hint}, past the "
+                               f"{budget.limit:,}-event budget for a request; ask for fewer steps, "
+                               f"tokens or iterations") from None
 
 
 @dataclass
@@ -195,6 +218,7 @@ class Instance:
     seed: SeedLabel
     params: ScenarioParams
     built: Built
+    budget: EventBudget | None = None
     _traces: dict[int, Trace] = field(default_factory=dict)
 
     @property
@@ -214,12 +238,22 @@ class Instance:
             raise InstanceError(f"rank {rank} is outside this instance's {self.ranks} exported "
                                 f"rank(s): valid ranks 0 to {self.ranks - 1}")
         if rank not in self._traces:
-            self._traces[rank] = self.built.trace_for_rank(rank)
+            with _within(self.budget, self.params):
+                self._traces[rank] = self.built.trace_for_rank(rank)
         return self._traces[rank]
 
+    def memory_bytes(self) -> int:
+        """The traces built so far (the bulk of an instance) and a rough figure for the rest."""
+        return 2**20 + sum(t.memory_bytes() for t in self._traces.values())
+
     def trace_name(self, rank: int = 0) -> str:
-        suffix = f" rank {rank}" if self.ranks > 1 else ""
-        return f"tracedojo {self.scenario.id} v{self.scenario.version} seed {self.seed}{suffix}"
+        """The file torch.profiler's tensorboard_trace_handler would have written
+        ({hostname}_{pid}.{time_ms}.pt.trace.json). Nothing in it names the scenario or
+        the seed: a practice round keeps both secret until its report."""
+        t = self.trace(rank)
+        host_pid = next((p[0] for p in t.processes if p[2] == "CPU"), t.processes[0][0] if t.processes else 0)
+        start_ms = (t.base_time_ns + (int(t.ts_ns[0]) if len(t) else 0)) // 10**6
+        return f"./log/gpu-node-{rank // 8:02d}_{host_pid}.{start_ms}.pt.trace.json"
 
 
 # -- the answer key (contract 3) ------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text
+from sqlalchemy import JSON, Boolean, false, DateTime, Float, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.db.base import Base
@@ -24,8 +24,10 @@ class Attempt(Base):
     # the instance tuple (contract 1): scenario, version, seed, param overrides
     scenario: Mapped[str] = mapped_column(String(64), index=True)
     version: Mapped[int] = mapped_column(Integer)
-    seed: Mapped[str] = mapped_column(String(32))
+    seed: Mapped[str] = mapped_column(String(32))  # drawn on the server, never sent before the report
     params: Mapped[dict] = mapped_column(JSON, default=dict)
+    # "Surprise me": the pathology's name stays out of every page until the report
+    surprise: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     narration: Mapped[str] = mapped_column(Text, default="")
     marks: Mapped[dict] = mapped_column(JSON, default=dict)  # {"step": {start_us, end_us}, "gap": {...}}
     runs: Mapped[list] = mapped_column(JSON, default=list)  # measurements run: {tool, at, since_open_s}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import re2
 
 from app import physics, workload
 from app.scenario import InstanceError
@@ -29,15 +30,31 @@ def _peak_tflops(gpu: physics.Gpu, dtype: str | None) -> float:
     return gpu.fp8_tflops if (dtype or "").startswith("fp8") and gpu.fp8_tflops else gpu.bf16_tflops
 
 
+MAX_PATTERN_CHARS = 200
+
+
+def kernel_pattern(kernel: str):
+    """ncu's `-k regex:` pattern, compiled by RE2: matching takes time linear in the name
+    whatever the pattern (Python's re backtracks for minutes on `(\\w|\\w)*!`), in at
+    most 8 MB. RE2 refuses back-references and look-arounds, which no kernel name needs."""
+    if len(kernel) > MAX_PATTERN_CHARS:
+        raise InstanceError(f"the kernel pattern is {len(kernel):,} characters; the limit is {MAX_PATTERN_CHARS}")
+    options = re2.Options()
+    options.log_errors = False  # the error comes back to the user; the server log need not repeat it
+    options.max_mem = 8 << 20
+    try:
+        return re2.compile(kernel, options)
+    except re2.error as e:
+        reason = e.args[0].decode(errors="replace") if e.args and isinstance(e.args[0], bytes) else str(e)
+        raise InstanceError(f"bad kernel regex {kernel[:80]!r}: {reason}") from None
+
+
 def _choose(inst, kernel: str | None) -> dict:
     """The kernel ncu profiles: the one named by regex, else the scenario's profiled
     kernel (the top family it points `-k` at), else the top kernel by total time."""
     table = inst.artifacts.get("kernels") or []
     if kernel:
-        try:
-            rx = re.compile(kernel)
-        except re.error as e:
-            raise InstanceError(f"bad kernel regex {kernel!r}: {e}") from None
+        rx = kernel_pattern(kernel)
         prof = inst.artifacts.get("ncu")
         if prof and rx.search(prof["kernel"]):
             return prof
@@ -45,7 +62,7 @@ def _choose(inst, kernel: str | None) -> dict:
             if rx.search(e["kernel"]):
                 return e
         names = ", ".join(sorted({e["kernel"][:60] for e in table}))
-        raise InstanceError(f"no profiled kernel matches {kernel!r}; the heaviest kernels are: {names}")
+        raise InstanceError(f"no profiled kernel matches {kernel[:80]!r}; the heaviest kernels are: {names}")
     if inst.artifacts.get("ncu"):
         return inst.artifacts["ncu"]
     if not table:

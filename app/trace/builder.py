@@ -8,6 +8,8 @@ export exact and byte-identical for the same seed.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -81,6 +83,12 @@ class Trace:
         """ac2g flows the export adds: one s/f pair per GPU op whose launch is in the trace."""
         return 2 * len(launch_pairs(self)[0])
 
+    def memory_bytes(self) -> int:
+        """What the columns hold in memory, plus a rough 200 bytes per args dict."""
+        cols = (self.kind, self.cat, self.name, self.pid, self.tid, self.ts_ns, self.dur_ns, self.ext,
+                self.corr, self.nbytes, self.extra)
+        return sum(c.nbytes for c in cols) + 200 * (len(self.extras) + len(self.instants))
+
     def event_count(self) -> int:
         """Events the Kineto export writes: metadata, flows, and the profiler's own
         "Iteration Start" instant and "PyTorch Profiler (0)" span included."""
@@ -104,6 +112,37 @@ def launch_pairs(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     hit = keys[pos] == trace.corr[gi]
     return li_sorted[pos[hit]], gi[hit]
 
+
+
+class EventBudgetExceeded(RuntimeError):
+    """A build went past the event budget it runs under (see `spending`)."""
+
+
+@dataclass
+class EventBudget:
+    """How many events the traces of one instance may hold in all (every rank counted)."""
+
+    limit: int
+    spent: int = 0
+
+    def spend(self, n: int) -> None:
+        self.spent += n
+        if self.spent > self.limit:
+            raise EventBudgetExceeded(f"over {self.limit:,} events")
+
+
+_BUDGET: ContextVar[EventBudget | None] = ContextVar("event_budget", default=None)
+
+
+@contextmanager
+def spending(budget: EventBudget | None):
+    """Builders in this context count their events against `budget` and stop past it, so a
+    request for a huge instance costs at most one batch beyond the budget, not the instance."""
+    token = _BUDGET.set(budget)
+    try:
+        yield
+    finally:
+        _BUDGET.reset(token)
 
 
 class TraceBuilder:
@@ -171,6 +210,8 @@ class TraceBuilder:
         n = len(ts)
         if n == 0:
             return
+        if (budget := _BUDGET.get()) is not None:
+            budget.spend(n)
         if isinstance(name, str):
             names = np.full(n, self.name_id(name), np.int32)
         elif isinstance(name, np.ndarray) and name.dtype.kind in "iu":

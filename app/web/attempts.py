@@ -1,57 +1,22 @@
-"""Practice attempts over HTTP, owned by the signed browser identity cookie."""
+"""Practice attempts over HTTP, owned by the signed browser identity cookie. Each write
+is committed by app.practice before the response is built."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Annotated
-
-from fastapi import APIRouter, Depends, HTTPException, Request
-from pydantic import BaseModel, Field
-from sqlalchemy.orm import Session, sessionmaker
+from fastapi import APIRouter, HTTPException, Request
+from pydantic import BaseModel, Field, FiniteFloat
 
 from app import practice
-from app.config import get_settings
-from app.db.base import engine_for
-from app.identity import COOKIE, identity_of, new_identity
-from app.scenario import InstanceError
-from app.scoring.score import MAX_CHARS, NarrationError, NarrationTooLong
+from app.scoring.score import MAX_CHARS
+from app.web.deps import Owner, StoreDep
 
 router = APIRouter()
 
 
-def db_session() -> Iterator[Session]:
-    with sessionmaker(engine_for(get_settings().database_url), expire_on_commit=False)() as db:
-        yield db
-        db.commit()
-
-
-DB = Annotated[Session, Depends(db_session)]
-
-
-async def identity_middleware(request: Request, call_next):
-    """Every request carries a browser identity (request.state.owner); a browser without a
-    valid one gets a new one in a signed cookie, whatever the response (page or JSON)."""
-    ident = identity_of(request.cookies.get(COOKIE))
-    fresh = None
-    if ident is None:
-        ident, fresh = new_identity()
-    request.state.owner = ident
-    response = await call_next(request)
-    if fresh:
-        response.set_cookie(COOKIE, fresh, max_age=5 * 365 * 86400, httponly=True, samesite="lax")
-    return response
-
-
-def owner(request: Request) -> str:
-    return request.state.owner
-
-
-Owner = Annotated[str, Depends(owner)]
-
-
 class NewAttempt(BaseModel):
-    scenario: str = Field(max_length=64)
-    seed: str = Field(default="0", max_length=32)
+    scenario: str = Field(max_length=64, description='a scenario id, or "surprise"')
+    seed: str | None = Field(default=None, max_length=32,
+                             description="a public seed to practise on; by default a secret one is drawn")
     params: dict[str, str] = Field(default_factory=dict, max_length=64)
 
 
@@ -60,8 +25,8 @@ class Text(BaseModel):
 
 
 class Span(BaseModel):
-    start_us: float
-    end_us: float
+    start_us: FiniteFloat
+    end_us: FiniteFloat
 
 
 class Marks(BaseModel):
@@ -71,77 +36,57 @@ class Marks(BaseModel):
 
 class Run(BaseModel):
     tool: str = Field(max_length=64)
-    since_open_s: float | None = None
-
-
-def _attempt(db: Session, who: str, aid: str):
-    a = practice.get(db, who, aid)
-    if a is None:
-        raise HTTPException(404, f"no attempt {aid!r} in this browser")
-    return a
-
-
-def _guard(fn, *args):
-    try:
-        return fn(*args)
-    except NarrationError as e:
-        raise HTTPException(413 if isinstance(e, NarrationTooLong) else 400, str(e)) from None
-    except InstanceError as e:
-        raise HTTPException(409 if isinstance(e, practice.AttemptClosed) else 400, str(e)) from None
+    since_open_s: FiniteFloat | None = None
 
 
 @router.post("/api/attempts", status_code=201)
-def create_attempt(body: NewAttempt, db: DB, who: Owner):
-    a = _guard(practice.create, db, who, body.scenario, body.seed, body.params)
-    return practice.public(a)
+def create_attempt(body: NewAttempt, store: StoreDep, who: Owner):
+    return practice.public(practice.create(store, who, body.scenario, body.seed, body.params))
 
 
 @router.get("/api/attempts")
-def my_attempts(db: DB, who: Owner):
-    return {"attempts": [practice.public(a) for a in practice.mine(db, who)]}
+def my_attempts(store: StoreDep, who: Owner):
+    return {"attempts": [practice.public(a) for a in practice.mine(store, who)]}
 
 
 @router.get("/api/attempts/{aid}")
-def get_attempt(aid: str, db: DB, who: Owner):
-    return practice.public(_attempt(db, who, aid))
+def get_attempt(aid: str, store: StoreDep, who: Owner):
+    a = practice.get(store, who, aid)
+    return {**practice.public(a), "saves": practice.saves(store, who, aid)}
 
 
 @router.put("/api/attempts/{aid}/narration")
-def autosave(aid: str, body: Text, db: DB, who: Owner):
-    a = _attempt(db, who, aid)
-    _guard(practice.save_narration, a, body.narration)
-    db.flush()
-    return {"saved": True, "saves": len(a.saves), "chars": len(a.narration), "limit": MAX_CHARS}
+def autosave(aid: str, body: Text, store: StoreDep, who: Owner):
+    return practice.save_narration(store, who, aid, body.narration)
 
 
 @router.post("/api/attempts/{aid}/narration-beacon", status_code=204)
-async def autosave_beacon(aid: str, request: Request, db: DB, who: Owner):
-    """The page's last words on unload (navigator.sendBeacon posts plain text)."""
+async def autosave_beacon(aid: str, request: Request, store: StoreDep, who: Owner):
+    """The page's last words on unload (navigator.sendBeacon posts plain text; the
+    security middleware has refused it already if it came from another site)."""
     raw = await request.body()
     if len(raw) > 4 * MAX_CHARS:
         raise HTTPException(413, f"the narration is over the {MAX_CHARS:,}-character limit")
-    a = _attempt(db, who, aid)
-    _guard(practice.save_narration, a, raw.decode("utf-8", errors="replace"))
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise HTTPException(400, f"the narration is not UTF-8 (byte {e.start})") from None
+    from starlette.concurrency import run_in_threadpool
+
+    await run_in_threadpool(practice.save_narration, store, who, aid, text)
 
 
 @router.put("/api/attempts/{aid}/marks")
-def marks(aid: str, body: Marks, db: DB, who: Owner):
-    a = _attempt(db, who, aid)
-    _guard(practice.set_marks, a, body.model_dump(exclude_none=True))
-    return {"marks": a.marks}
+def marks(aid: str, body: Marks, store: StoreDep, who: Owner):
+    return {"marks": practice.set_marks(store, who, aid, body.model_dump(exclude_none=True))}
 
 
 @router.post("/api/attempts/{aid}/runs")
-def run(aid: str, body: Run, db: DB, who: Owner):
-    a = _attempt(db, who, aid)
-    _guard(practice.add_run, a, body.tool, body.since_open_s)
-    return {"runs": a.runs}
+def run(aid: str, body: Run, store: StoreDep, who: Owner):
+    return {"runs": practice.add_run(store, who, aid, body.tool, body.since_open_s)}
 
 
 @router.post("/api/attempts/{aid}/submit")
-def submit(aid: str, db: DB, who: Owner, body: Text | None = None):
-    a = _attempt(db, who, aid)
-    if body is not None:
-        _guard(practice.save_narration, a, body.narration)
-    report = _guard(practice.submit, a)
+def submit(aid: str, store: StoreDep, who: Owner, body: Text | None = None):
+    a, report = practice.submit(store, who, aid, body.narration if body else None)
     return {"id": a.public_id, **report}

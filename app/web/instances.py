@@ -1,31 +1,186 @@
-"""Resolve (scenario, seed, query-string params) to an instance, cached, with HTTP errors."""
+"""Serving an instance to the viewer, whoever names it: the open explorer by (scenario,
+seed, params) in the URL, a practice round by its attempt id alone. Both get the same
+page context, timeline columns, slice args, downloads and tool runs from here, under
+their own URLs (`Urls`), so nothing in a practice round's URLs names its instance."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+import gzip
+from dataclasses import dataclass
+from urllib.parse import urlencode
 
 from fastapi import HTTPException, Request
+from fastapi.responses import Response
 
-import scenarios
-from app.cli import parse_seed
-from app.scenario import Instance, InstanceError
+from app import instances
+from app.config import get_settings
+from app.lru import ByteLRU
+from app.scenario import Instance, InstanceError, InstanceTooLarge
+from app.trace import kineto
+from app.web import timeline
 
 # Query keys that are not scenario params.
 RESERVED = {"rank", "format", "kernel", "testing"}  # kernel: ncu's -k; testing: the viewer's test hook
 
 
-@lru_cache(maxsize=32)  # instances are pure functions of their tuple; pages and downloads share them
-def cached(sid: str, seed, overrides: tuple[tuple[str, str], ...] = ()) -> Instance:
-    return scenarios.get(sid).instance(seed, dict(overrides))
-
-
 def resolve(sid: str, seed: str, request: Request) -> Instance:
-    """404 for an unknown scenario, 400 naming the problem for a bad seed or param."""
-    if sid not in scenarios.REGISTRY:
-        raise HTTPException(404, f"unknown scenario {sid!r}; valid scenarios: {', '.join(scenarios.REGISTRY)}")
+    """An open-explorer instance from its URL: 404 for an unknown scenario, 400 naming the
+    problem for a bad seed or param or one past the event budget."""
+    overrides = {k: v for k, v in request.query_params.items() if k not in RESERVED}
+    return http(lambda: instances.instance(sid, instances.parse_seed(seed), overrides))
+
+
+def http(fn):
+    """Domain errors about instances as HTTP errors with their one-line message."""
     try:
-        label = parse_seed(None, True) if seed == "canonical" else parse_seed(seed, False)
-        overrides = tuple(sorted((k, v) for k, v in request.query_params.items() if k not in RESERVED))
-        return cached(sid, label, overrides)
+        return fn()
+    except instances.UnknownScenario as e:
+        raise HTTPException(404, str(e)) from None
+    except InstanceTooLarge as e:
+        raise HTTPException(400, str(e)) from None
     except InstanceError as e:
+        raise HTTPException(400, str(e)) from None
+
+
+@dataclass(frozen=True)
+class Urls:
+    """Where one instance's data lives: `data` for the timeline, slices and tools, `files`
+    for the downloads, each followed by the same query string (params, if any)."""
+
+    data: str
+    files: str
+    query: str = ""  # urlencoded params, without "?"
+
+    def q(self, first: bool = True) -> str:
+        return (("?" if first else "&") + self.query) if self.query else ""
+
+
+def explorer_urls(sid: str, seed: str, params: list[tuple[str, str]]) -> Urls:
+    return Urls(f"/api/scenarios/{sid}/{seed}", f"/scenarios/{sid}/{seed}", urlencode(params))
+
+
+def parse_rank(raw: str | None, ranks: int) -> int | str:
+    """A rank in range written in ASCII digits, or "all" (every rank stacked) on a
+    multi-rank instance; a multi-rank case opens stacked (the straggler is a comparison)."""
+    raw = raw if raw is not None else ("all" if ranks > 1 else "0")
+    if raw == "all" and ranks > 1:
+        return "all"
+    if raw.isascii() and raw.isdigit() and len(raw) < 6 and int(raw) < ranks:
+        return int(raw)
+    more = ' or "all"' if ranks > 1 else ""
+    raise HTTPException(400, f"rank {instances.clip(raw, 20)!r} out of range: this instance has {ranks} rank(s) "
+                             f"(0-{ranks - 1}{more})")
+
+
+def viewer_context(inst: Instance, urls: Urls, rank: str | None) -> dict:
+    """What a page with the viewer needs: the brief, the timeline, slice, download and tool
+    URLs, and the case's charts. Nothing from the answer key but the brief, and nothing
+    that names the scenario or seed beyond what `urls` already say."""
+    from app import tools
+
+    r = parse_rank(rank, inst.ranks)
+    amp = urls.q(first=False)
+    return {
+        "rank": r, "ranks": inst.ranks, "brief": inst.key["brief"],
+        "timeline_url": f"{urls.data}/timeline.bin?rank={r}{amp}",
+        "slice_url": f"{urls.data}/slices/{{src}}?rank={r}{amp}",
+        "trace_urls": [f"{urls.files}/trace.json?rank={k}{amp}" for k in range(inst.ranks)],
+        "download_url": f"{urls.files}/trace.json?rank={0 if r == 'all' else r}{amp}",
+        "tools": [{"id": t.id, "title": t.title, "url": f"{urls.data}/tools/{t.id}{urls.q()}"}
+                  for t in tools.TOOLS.values()],
+        "views": views(inst),
+    }
+
+
+def views(inst: Instance) -> list[dict]:
+    """Charts a case shows beside its timeline: the symptom, never the decisive
+    measurement (that one appears when the candidate runs its tool)."""
+    from app.tools import ToolNotApplicable
+    from app.tools.serving import itl_series
+
+    try:
+        return [itl_series(inst)]
+    except ToolNotApplicable:
+        return []
+
+
+# -- the data behind the viewer ----------------------------------------------------------
+
+_BODIES: ByteLRU | None = None
+
+
+def _bodies() -> ByteLRU:
+    """Encoded timelines: a 1M-slice body is ~30 MB and ~0.5 s to encode. Keyed by the
+    instance's identity, and holding the instance keeps that identity from being reused."""
+    global _BODIES
+    if _BODIES is None:
+        _BODIES = ByteLRU(get_settings().timeline_cache_bytes, lambda v: len(v[1]))
+    return _BODIES
+
+
+def timeline_body(inst: Instance, rank: int | str, title: str) -> bytes:
+    def build():
+        steps = [(st["start_us"] * 1e3, st["end_us"] * 1e3) for st in inst.artifacts.get("steps", [])]
+        if rank == "all":
+            slices = timeline.stack([timeline.from_trace(inst.trace(r)) for r in range(inst.ranks)])
+        else:
+            slices = timeline.from_trace(inst.trace(rank))
+        return inst, gzip.compress(timeline.encode(slices, title, steps), compresslevel=1)
+
+    return http(lambda: _bodies().get((id(inst), rank), build))[1]
+
+
+def timeline_response(gz: bytes, request: Request) -> Response:
+    """The viewer's columns, gzip-compressed once when built (level 1: ~4x smaller in a
+    fifth of a second for a million slices); inflated here for a client that cannot."""
+    headers = {"Cache-Control": "private, max-age=3600", "Vary": "Accept-Encoding"}
+    if "gzip" in request.headers.get("accept-encoding", ""):
+        return Response(gz, media_type="application/octet-stream", headers={**headers, "Content-Encoding": "gzip"})
+    return Response(gzip.decompress(gz), media_type="application/octet-stream", headers=headers)
+
+
+def slice_args(inst: Instance, rank: int | str, src: str) -> dict:
+    """One slice as the Kineto export writes it (its args), by the viewer's `src` id."""
+    if not (src.isascii() and src.isdigit() and len(src) < 19):
+        raise HTTPException(400, f"slice id {instances.clip(src, 24)!r} is not a non-negative integer")
+    sub_rank, row = timeline.source_ref(int(src)) if rank == "all" else (rank, int(src))
+    if not 0 <= sub_rank < inst.ranks:
+        raise HTTPException(404, f"no slice {src} in this instance")
+    t = http(lambda: inst.trace(sub_rank))
+    if not 0 <= row < len(t):
+        raise HTTPException(404, f"no slice {src} in this instance")
+    return kineto.event(t, row)
+
+
+def trace_download(inst: Instance, rank_raw: str | None, filename: str, compress: bool) -> Response:
+    """One rank's trace as torch.profiler exports it; `filename` without its extension."""
+    rank = parse_rank(rank_raw or "0", inst.ranks)
+    if rank == "all":
+        raise HTTPException(400, "download one rank at a time: rank=0 to rank=%d" % (inst.ranks - 1))
+    trace = http(lambda: inst.trace(rank))
+    body = kineto.dumps(trace, inst.trace_name(rank)).encode()
+    name = filename + (f"-rank{rank}" if inst.ranks > 1 else "") + ".json"
+    if compress:
+        body = gzip.compress(body, compresslevel=3, mtime=0)
+        name += ".gz"
+    return Response(body, media_type="application/gzip" if compress else "application/json",
+                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+
+def run_tool(inst: Instance, tool_id: str, request: Request) -> dict:
+    """A measurement on an instance, as the real tool prints it (or why it does not
+    apply), with its figures as chart data where the tool's natural output is a chart."""
+    from app import tools
+
+    if tool_id not in tools.TOOLS:
+        raise HTTPException(404, f"unknown tool {instances.clip(tool_id, 64)!r}; valid tools: {', '.join(tools.TOOLS)}")
+    tool = tools.TOOLS[tool_id]
+    options = {k: v for k, v in request.query_params.items() if k in tool.options and v}
+    head = {"tool": tool_id, "title": tool.title, "command": tool.command}
+    try:
+        return {**head, "applicable": True, "output": tools.run(tool_id, inst, **options),
+                "chart": tools.chart(tool_id, inst, **options)}
+    except tools.ToolNotApplicable as e:
+        return {**head, "applicable": False, "reason": str(e)}
+    except InstanceError as e:  # a bad option, e.g. an ncu kernel pattern that matches nothing
         raise HTTPException(400, str(e)) from None

@@ -1,9 +1,13 @@
 """The practice round's pages: pick a case (or be surprised), read and narrate it, read the
-report, go again with new numbers; and "my attempts". Each page has its JSON twin."""
+report, go again with new numbers; and "my attempts". Each page has its JSON twin.
+
+A round reaches its instance only through the attempt's id (/practice/{id}/timeline.bin,
+/slices, /trace.json, /tools): no URL, page or download of a round names its scenario
+or seed before the report.
+"""
 
 from __future__ import annotations
 
-import secrets
 from collections import defaultdict
 
 from fastapi import APIRouter, Form, HTTPException, Request
@@ -11,78 +15,102 @@ from fastapi.responses import RedirectResponse
 
 import scenarios
 from app import practice
-from app.scenario import InstanceError
 from app.scoring.score import LABELS, MAX_CHARS
-from app.web.attempts import DB, Owner
+from app.web import instances as served
+from app.web.deps import Owner, StoreDep
+from app.web.templates import templates
 
 router = APIRouter()
-SEEDS = 100_000  # a new round draws its seed from [0, SEEDS)
 
 
-def _templates():
-    from app.web.main import templates
-
-    return templates
-
-
-def _attempt(db, who, aid):
-    a = practice.get(db, who, aid)
-    if a is None:
-        raise HTTPException(404, f"no attempt {aid!r} in this browser")
-    return a
+def _picker() -> dict:
+    return {"scenarios": [{"id": s.id, "title": s.title} for s in scenarios.REGISTRY.values()],
+            "start": "POST /practice with scenario=<id> or scenario=surprise (optional seed=<public seed>)"}
 
 
 @router.get("/practice", include_in_schema=False)
 def picker(request: Request):
-    rows = [{"id": s.id, "title": s.title} for s in scenarios.REGISTRY.values()]
-    return _templates().TemplateResponse(request, "practice.html", {"scenarios": rows})
+    return templates.TemplateResponse(request, "practice.html", _picker())
 
 
 @router.get("/practice.json")
 def picker_json():
-    return {"scenarios": [{"id": s.id, "title": s.title} for s in scenarios.REGISTRY.values()],
-            "start": "POST /practice with scenario=<id> or scenario=surprise"}
+    return _picker()
 
 
 @router.post("/practice", include_in_schema=False)
-def start(db: DB, who: Owner, scenario: str = Form(...), seed: str = Form("")):
-    """A new round: the named case (or a random one), with the given seed or a random one."""
-    rng = secrets.SystemRandom()
-    sid = rng.choice(list(scenarios.REGISTRY)) if scenario == "surprise" else scenario
-    seed = seed.strip() or str(rng.randrange(SEEDS))
-    try:
-        a = practice.create(db, who, sid, seed, {})
-    except InstanceError as e:
-        raise HTTPException(400, str(e)) from None
-    # a surprise round keeps the pathology's name out of the page until the report
-    return RedirectResponse(f"/practice/{a.public_id}" + ("?surprise=1" if scenario == "surprise" else ""), 303)
+def start(store: StoreDep, who: Owner, scenario: str = Form(..., max_length=64),
+          seed: str = Form("", max_length=32)):
+    """A new round: the named case (or a random one), on a secret seed unless one is given."""
+    a = practice.create(store, who, scenario, seed.strip() or None)
+    return RedirectResponse(f"/practice/{a.public_id}", 303)
 
 
-def _viewer(a) -> dict:
-    """The attempt's instance in the viewer: brief, timeline, tools; nothing from the key."""
-    from app.web.main import viewer_context
-
-    return viewer_context(practice.instance_of(a), a.scenario, a.seed, sorted(a.params.items()), None)
+def _urls(a) -> served.Urls:
+    return served.Urls(f"/practice/{a.public_id}", f"/practice/{a.public_id}")
 
 
-def _round(a) -> dict:
-    """The practice page's data: the attempt as the browser may see it, and the viewer."""
-    return {**_viewer(a), "attempt": practice.public(a), "max_chars": MAX_CHARS}
+def _round(a, rank: str | None = None) -> dict:
+    """The round's data: the attempt as the browser may see it, and the viewer on the
+    attempt's own URLs."""
+    inst = practice.instance_of(a)
+    return {**served.viewer_context(inst, _urls(a), rank), "attempt": practice.public(a), "max_chars": MAX_CHARS}
+
+
+# Declared before the page: "/practice/x.json" also matches "/practice/{aid}".
+@router.get("/practice/{aid}.json")
+def round_json(aid: str, store: StoreDep, who: Owner, rank: str | None = None):
+    return {k: v for k, v in _round(practice.get(store, who, aid), rank).items() if k != "views"}
 
 
 @router.get("/practice/{aid}", include_in_schema=False)
-def round_page(aid: str, request: Request, db: DB, who: Owner, surprise: str = ""):
-    a = _attempt(db, who, aid)
+def round_page(aid: str, request: Request, store: StoreDep, who: Owner, rank: str | None = None):
+    a = practice.get(store, who, aid)
     if a.submitted_at is not None:
         return RedirectResponse(f"/practice/{aid}/report", 303)
-    return _templates().TemplateResponse(request, "practice_round.html", {**_round(a), "surprise": bool(surprise)})
+    return templates.TemplateResponse(request, "practice_round.html", _round(a, rank))
 
 
-@router.get("/practice/{aid}.json")
-def round_json(aid: str, db: DB, who: Owner):
-    ctx = _round(_attempt(db, who, aid))
-    return {k: v for k, v in ctx.items() if k not in ("views",)}
+# -- the round's instance, by the attempt's id alone ------------------------------------
 
+def _instance(store, who, aid):
+    a = practice.get(store, who, aid)
+    return a, served.http(lambda: practice.instance_of(a))
+
+
+@router.get("/practice/{aid}/timeline.bin")
+def round_timeline(aid: str, request: Request, store: StoreDep, who: Owner, rank: str = "0"):
+    a, inst = _instance(store, who, aid)
+    r = served.parse_rank(rank, inst.ranks)
+    title = f"practice round {a.public_id}" + (f" · rank {r}" if inst.ranks > 1 else "")
+    return served.timeline_response(served.timeline_body(inst, r, title), request)
+
+
+@router.get("/practice/{aid}/slices/{src}")
+def round_slice(aid: str, src: str, store: StoreDep, who: Owner, rank: str = "0"):
+    _, inst = _instance(store, who, aid)
+    return served.slice_args(inst, served.parse_rank(rank, inst.ranks), src)
+
+
+@router.get("/practice/{aid}/trace.json")
+def round_trace(aid: str, store: StoreDep, who: Owner, rank: str = "0"):
+    a, inst = _instance(store, who, aid)
+    return served.trace_download(inst, rank, f"practice-{a.public_id}", compress=False)
+
+
+@router.get("/practice/{aid}/trace.json.gz")
+def round_trace_gz(aid: str, store: StoreDep, who: Owner, rank: str = "0"):
+    a, inst = _instance(store, who, aid)
+    return served.trace_download(inst, rank, f"practice-{a.public_id}", compress=True)
+
+
+@router.get("/practice/{aid}/tools/{tool_id}")
+def round_tool(aid: str, tool_id: str, request: Request, store: StoreDep, who: Owner):
+    _, inst = _instance(store, who, aid)
+    return served.run_tool(inst, tool_id, request)
+
+
+# -- the report ----------------------------------------------------------------------------
 
 def highlight(text: str, report: dict) -> list[dict]:
     """The narration cut into runs of plain text and evidence, each evidence run tagged with
@@ -111,33 +139,38 @@ def _report(a) -> dict:
             "scenario": {"id": a.scenario, "title": inst.scenario.title}, "t0_marks": key["marks"]}
 
 
-@router.get("/practice/{aid}/report", include_in_schema=False)
-def report_page(aid: str, request: Request, db: DB, who: Owner):
-    a = _attempt(db, who, aid)
-    if a.submitted_at is None:
-        return RedirectResponse(f"/practice/{aid}", 303)
-    return _templates().TemplateResponse(request, "practice_report.html", {**_viewer(a), **_report(a)})
-
-
 @router.get("/practice/{aid}/report.json")
-def report_json(aid: str, db: DB, who: Owner):
-    a = _attempt(db, who, aid)
+def report_json(aid: str, store: StoreDep, who: Owner):
+    a = practice.get(store, who, aid)
     if a.submitted_at is None:
         raise HTTPException(409, "this attempt is not submitted yet: the report (and the key) come after submission")
     return _report(a)
 
 
+@router.get("/practice/{aid}/report", include_in_schema=False)
+def report_page(aid: str, request: Request, store: StoreDep, who: Owner):
+    a = practice.get(store, who, aid)
+    if a.submitted_at is None:
+        return RedirectResponse(f"/practice/{aid}", 303)
+    return templates.TemplateResponse(request, "practice_report.html",
+                                      {**served.viewer_context(practice.instance_of(a), _urls(a), None), **_report(a)})
+
+
 @router.post("/practice/{aid}/next", include_in_schema=False)
-def next_round(aid: str, db: DB, who: Owner):
-    """Same pathology, new numbers: a new round of the same scenario with a fresh seed."""
-    a = _attempt(db, who, aid)
-    seed = str(secrets.SystemRandom().randrange(SEEDS))
-    b = practice.create(db, who, a.scenario, seed, {})
+def next_round(aid: str, store: StoreDep, who: Owner):
+    """Same pathology, new numbers: a new round of the same scenario on a fresh secret
+    seed, stored before the redirect sends the browser to it."""
+    a = practice.get(store, who, aid)
+    if a.submitted_at is None:
+        raise HTTPException(409, "finish this round first: its pathology is still hidden")
+    b = practice.create(store, who, a.scenario, None, a.params)
     return RedirectResponse(f"/practice/{b.public_id}", 303)
 
 
-def _mine(db, who) -> dict:
-    rounds = [practice.public(a) for a in practice.mine(db, who)]
+# -- my attempts -------------------------------------------------------------------------
+
+def _mine(store, who) -> dict:
+    rounds = [practice.public(a) for a in practice.mine(store, who)]
     by: dict[str, list] = defaultdict(list)
     for r in rounds:
         if r["submitted_at"]:
@@ -148,10 +181,10 @@ def _mine(db, who) -> dict:
 
 
 @router.get("/attempts", include_in_schema=False)
-def attempts_page(request: Request, db: DB, who: Owner):
-    return _templates().TemplateResponse(request, "attempts.html", _mine(db, who))
+def attempts_page(request: Request, store: StoreDep, who: Owner):
+    return templates.TemplateResponse(request, "attempts.html", _mine(store, who))
 
 
 @router.get("/attempts.json")
-def attempts_json(db: DB, who: Owner):
-    return _mine(db, who)
+def attempts_json(store: StoreDep, who: Owner):
+    return _mine(store, who)

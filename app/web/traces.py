@@ -65,7 +65,7 @@ def _get(tid: str) -> dict:
 
 @router.get("/upload", include_in_schema=False)
 def upload_page(request: Request):
-    from app.web.main import templates
+    from app.web.templates import templates
 
     return templates.TemplateResponse(request, "upload.html", {})
 
@@ -88,7 +88,7 @@ def trace_json(tid: str):
 
 @router.get("/traces/{tid}", include_in_schema=False)
 def trace_page(request: Request, tid: str, q: str | None = None):
-    from app.web.main import templates
+    from app.web.templates import templates
 
     up = _get(tid)
     result = error = None
@@ -119,7 +119,7 @@ def trace_timeline(tid: str, request: Request):
             steps, _ = read.steps(tr)
             up["timeline"] = gzip.compress(timeline.encode(timeline.from_import(tr), up["name"],
                                                            [(a * 1e3, b * 1e3) for a, b in steps]), compresslevel=1)
-    from app.web.main import timeline_response
+    from app.web.instances import timeline_response
 
     return timeline_response(up["timeline"], request)
 

@@ -21,6 +21,7 @@ const viewer = setupViewerPage(root, {
     async record(tool) {
       const res = await api("/runs", "POST", { tool, since_open_s: (Date.now() - opened) / 1000 });
       if (res.ok) runs = (await res.json()).runs;
+      else showError(`this run was not recorded: ${(await res.json()).error}`);
       return runs;
     },
   },
@@ -75,7 +76,11 @@ async function save() {
   try {
     const res = await api("/narration", "PUT", { narration: text });
     if (res.ok) { saved = text; $("[data-saved]").textContent = `saved ${new Date().toLocaleTimeString()}`; showError(""); }
-    else showError((await res.json()).error);
+    else {
+      // 503: the server could not store it; the local draft holds it and the next tick retries
+      $("[data-saved]").textContent = res.status === 503 ? "not saved yet: kept in this browser, retrying" : "";
+      showError((await res.json()).error);
+    }
   } catch { $("[data-saved]").textContent = "offline: kept in this browser, will save when the server is back"; }
   saving = false;
 }

@@ -262,8 +262,9 @@ export async function mount(root, url, opts = {}) {
   const legend = root.querySelector("[data-legend]");
   legend.replaceChildren(...Object.values(PALETTE).map(([bg, , label]) => {
     const s = document.createElement("span");
-    s.innerHTML = `<i style="background:${bg}"></i>`;
-    s.append(label);
+    const swatch = document.createElement("i");
+    swatch.style.background = bg; // through the CSSOM: the CSP refuses inline style attributes
+    s.append(swatch, label);
     return s;
   }));
 

@@ -1,0 +1,142 @@
+"""The open explorer: every scenario's public instances by seed, for self-study. Its pages,
+downloads, answer keys, tools and the stateless scorer name the instance in the URL; a
+practice round never uses them (its instance is secret: app/web/practice.py)."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import RedirectResponse
+from pydantic import BaseModel, Field, FiniteFloat
+
+import scenarios
+from app import instances
+from app.web import instances as served
+from app.web.templates import templates
+
+router = APIRouter()
+
+
+def scenario_rows() -> list[dict]:
+    """Every registered scenario with its canonical brief and download links."""
+    rows = []
+    for scn in scenarios.REGISTRY.values():
+        inst = instances.instance(scn.id, "canonical")
+        base = f"/scenarios/{scn.id}/canonical"
+        rows.append({
+            "id": scn.id, "version": scn.version, "title": scn.title, "signature": scn.signature,
+            "brief": inst.key["brief"], "ranks": inst.ranks,
+            "trace_url": f"{base}/trace.json", "key_url": f"{base}/key.json",
+            "params": scn.Params.describe(),
+        })
+    return rows
+
+
+@router.get("/", include_in_schema=False)
+def index(request: Request):
+    return templates.TemplateResponse(request, "index.html", {"scenarios": scenario_rows()})
+
+
+@router.get("/index.json")
+def index_json():
+    return {"scenarios": scenario_rows()}
+
+
+@router.get("/surprise", include_in_schema=False)
+def surprise():
+    """A surprise is a practice round now (POST /practice scenario=surprise), whose
+    pathology stays hidden until its report; an old link lands on the picker."""
+    return RedirectResponse("/practice", 303)
+
+
+@router.get("/scenarios/{sid}/download", include_in_schema=False)
+def download(sid: str, seed: str = "0", rank: str = "0", view: str = ""):
+    """The home page's seed form: redirect to the instance's viewer page or trace."""
+    seed = str(served.http(lambda: instances.parse_seed(seed.strip() or "0")))
+    if view:
+        return RedirectResponse(f"/scenarios/{quote(sid)}/{seed}", 303)
+    query = f"?rank={quote(rank)}" if rank not in ("", "0") else ""
+    return RedirectResponse(f"/scenarios/{quote(sid)}/{seed}/trace.json{query}", 303)
+
+
+def _page(sid: str, seed: str, request: Request, rank: str | None) -> dict:
+    inst = served.resolve(sid, seed, request)
+    # the instance's params, without the page's own keys (rank, testing)
+    params = [(k, v) for k, v in request.query_params.multi_items() if k not in ("rank", "testing")]
+    scn = scenarios.get(sid)
+    return {"scenario": {"id": scn.id, "title": scn.title, "version": scn.version}, "seed": seed,
+            "params": inst.params.model_dump(),
+            **served.viewer_context(inst, served.explorer_urls(sid, seed, params), rank)}
+
+
+# Declared before the page: "/scenarios/x/5.json" also matches "/scenarios/{sid}/{seed}".
+@router.get("/scenarios/{sid}/{seed}.json")
+def scenario_page_json(sid: str, seed: str, request: Request, rank: str | None = None):
+    """The scenario page's JSON twin: the brief and what the page loads, never the key."""
+    return _page(sid, seed, request, rank)
+
+
+@router.get("/scenarios/{sid}/{seed}", include_in_schema=False)
+def scenario_page(sid: str, seed: str, request: Request, rank: str | None = None):
+    return templates.TemplateResponse(request, "scenario.html", _page(sid, seed, request, rank))
+
+
+@router.get("/api/scenarios/{sid}/{seed}/timeline.bin")
+def timeline_bin(sid: str, seed: str, request: Request, rank: str = "0"):
+    """One rank's trace (or every rank's, stacked on one clock, with rank=all) as the
+    viewer's compact columns (app/web/timeline.py)."""
+    inst = served.resolve(sid, seed, request)
+    r = served.parse_rank(rank, inst.ranks)
+    return served.timeline_response(served.timeline_body(inst, r, f"{sid} · {seed} · rank {rank}"), request)
+
+
+@router.get("/api/scenarios/{sid}/{seed}/slices/{src}")
+def slice_args(sid: str, seed: str, src: str, request: Request, rank: str = "0"):
+    inst = served.resolve(sid, seed, request)
+    return served.slice_args(inst, served.parse_rank(rank, inst.ranks), src)
+
+
+@router.get("/scenarios/{sid}/{seed}/trace.json")
+def trace_json(sid: str, seed: str, request: Request, rank: str = "0"):
+    return served.trace_download(served.resolve(sid, seed, request), rank, f"{sid}-{seed}", compress=False)
+
+
+@router.get("/scenarios/{sid}/{seed}/trace.json.gz")
+def trace_json_gz(sid: str, seed: str, request: Request, rank: str = "0"):
+    return served.trace_download(served.resolve(sid, seed, request), rank, f"{sid}-{seed}", compress=True)
+
+
+@router.get("/scenarios/{sid}/{seed}/key.json")
+def key_json(sid: str, seed: str, request: Request):
+    return served.resolve(sid, seed, request).key
+
+
+@router.get("/api/scenarios/{sid}/{seed}/tools/{tool_id}")
+def run_tool(sid: str, seed: str, tool_id: str, request: Request):
+    return served.run_tool(served.resolve(sid, seed, request), tool_id, request)
+
+
+class Run(BaseModel):
+    """A measurement the candidate ran, as the viewer records it."""
+
+    tool: str = Field(max_length=64)
+    at: str | None = Field(default=None, max_length=64)
+    since_open_s: FiniteFloat | None = None
+
+
+class Narration(BaseModel):
+    narration: str
+    runs: list[Run] = Field(default_factory=list, max_length=500)
+
+
+@router.post("/api/scenarios/{sid}/{seed}/score")
+def score_read(sid: str, seed: str, body: Narration, request: Request):
+    """Score a narrated read of a public instance: contract 4, with evidence and misses."""
+    from app.scoring.score import NarrationError, NarrationTooLong, score
+
+    inst = served.resolve(sid, seed, request)
+    try:
+        return score(inst.key, inst.scenario.rubric, body.narration, [r.model_dump() for r in body.runs])
+    except NarrationError as e:
+        raise HTTPException(413 if isinstance(e, NarrationTooLong) else 400, str(e)) from None
