@@ -1,0 +1,30 @@
+"""Shared fixtures.
+
+`database_url`: the URL of a new, empty database, once on SQLite (a file in tmp_path) and once
+on PostgreSQL (tests/postgres.py), with ids `sqlite` and `postgresql`. A test opts in by taking
+it as an argument, and then runs on both:
+
+    def test_attempts_survive_a_restart(database_url, monkeypatch):
+        monkeypatch.setenv("DATABASE_URL", database_url)
+        get_settings.cache_clear()
+        ...
+
+`-k sqlite` or `-k postgresql` picks one backend. A test about one backend only is marked
+`@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)` (a whole module:
+`pytestmark = ` that mark). The database is per test and starts without tables
+(`app.db.base.upgrade_to_head(url)` makes them).
+Without PostgreSQL the postgresql runs skip, saying how to get it; under CI=true they fail.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import postgres
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'tracedojo.db'}"
+    return postgres.fresh_database()
