@@ -45,6 +45,7 @@ _LEGACY_CATS = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kern
                 "async": "ac2g"}
 
 _BLANK = re.compile(rb"[ \t\r\n]*")  # JSON's whitespace
+_TEMP_FILE = re.compile(r' in file "[^"]*",?')  # DuckDB names its input; the server's paths are not the user's business
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 # Kineto closes traceEvents on a line of its own at the top level's indentation ("  ]");
 # brackets inside events sit deeper or inline. A wrong cut cannot pass as a valid array,
@@ -268,7 +269,11 @@ def _load_slow(con: duckdb.DuckDBPyConnection, raw: bytes | memoryview, name: st
         array = orjson.dumps(events)
     except orjson.JSONEncodeError as e:  # orjson writes 255 levels of nesting, reads 1024
         raise TraceImportError(f"{name}: an event nests deeper than the importer can copy ({e})") from None
-    _read_array(con, array, tmp_dir)
+    try:
+        _read_array(con, array, tmp_dir)
+    except duckdb.Error as e:  # an event of the wrong shape ("dur": "abc", a bare number)
+        reason = _TEMP_FILE.sub("", str(e).splitlines()[0])[:200]
+        raise TraceImportError(f"{name} has events that cannot be read: {reason}") from None
     return doc
 
 
