@@ -278,6 +278,7 @@ def build(body: str, root: str, uid: str, name: str, limits: ImportLimits, timel
         con = duckdb.connect(str(tmp / DATABASE), config={
             "threads": limits.duckdb_threads, "memory_limit": f"{limits.duckdb_memory_mb}MB",
             "temp_directory": str(tmp / "spill")})
+        con.execute("SET enable_progress_bar = false")  # it would draw on the server's stdout
         try:
             tr = load(body, max_bytes=limits.max_trace_bytes, con=con, name=name, tmp_dir=str(tmp))
             analysis = reading(tr)

@@ -240,14 +240,15 @@ def _split_events(doc: bytes | mmap.mmap) -> tuple[bytes, tuple[int, int]] | Non
 def _read_array(con: duckdb.DuckDBPyConnection, array: bytes | memoryview, tmp_dir: str | None = None) -> None:
     """DuckDB reads files; /dev/shm keeps the round trip in memory where it exists, unless
     the caller names a directory (an upload's, on disk, so a big trace is not held twice in RAM).
-    A memoryview of a mapped file goes to the kernel as it is: no Python copy."""
+    A memoryview of a mapped file goes to the kernel as it is: no Python copy. The raw rows
+    are a temporary table: in a database file, only the normalized `events` is written out."""
     if tmp_dir is None and os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
         tmp_dir = "/dev/shm"
     with tempfile.NamedTemporaryFile(suffix=".json", dir=tmp_dir, delete=False) as fh:
         fh.write(array)
         path = fh.name
     try:
-        con.execute(f"CREATE OR REPLACE TABLE raw_events AS SELECT * FROM read_json(?, format='array', "
+        con.execute(f"CREATE OR REPLACE TEMP TABLE raw_events AS SELECT * FROM read_json(?, format='array', "
                     f"columns={_COLUMNS}, maximum_object_size=67108864)", [path])
     finally:
         os.unlink(path)
