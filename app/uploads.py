@@ -50,7 +50,6 @@ ID = re.compile(r"[0-9a-f]{64}")
 DATABASE, READ, META, TIMELINE = "events.duckdb", "read.json", "meta.json", "timeline.bin.gz"
 STALE_S = 3600  # a temporary directory or incoming body this old belongs to a process that died
 _MAX_NAME_CHARS = 100  # of a file's name as sent, kept and echoed in messages
-_CHUNK_BYTES = 1 << 20
 
 # Builds the timeline body from an imported trace and its title. The encoder is the web
 # viewer's wire format, so the web layer hands it in (a module-level function: the import
@@ -63,11 +62,11 @@ class UploadError(ValueError):
 
 
 class NotFound(UploadError):
-    pass
+    """No upload of that id (malformed, never uploaded, or dropped from the store): HTTP 404."""
 
 
 class UploadTooLarge(UploadError):
-    pass
+    """The body as sent is over the upload limit: HTTP 413."""
 
 
 class ImportsBusy(UploadError):
