@@ -88,14 +88,19 @@ def cmd_analyze(args) -> None:
 
 
 def cmd_sql(args) -> None:
-    from app.analysis import sql
-    from app.trace.importer import TraceImportError, load
+    import tempfile
 
-    try:
-        result = sql.run(load(args.trace), args.query)
-    except (TraceImportError, sql.QueryRefused, sql.QueryFailed) as e:
-        raise InstanceError(str(e)) from None
-    print(json.dumps(result.as_json(), indent=1, default=str))
+    from app.analysis import sql
+    from app.trace.importer import TraceImportError
+
+    # The console runs only on a database file, opened read-only per query as the web app's
+    # are (one sandbox, not two): the trace goes into a temporary one for this command.
+    with tempfile.TemporaryDirectory(prefix="tracedojo-sql-") as tmp:
+        try:
+            result = sql.run(sql.database(args.trace, Path(tmp) / "trace.duckdb"), args.query)
+        except (TraceImportError, sql.QueryRefused, sql.QueryFailed) as e:
+            raise InstanceError(str(e)) from None
+    print(json.dumps(result.as_json(), indent=1))
 
 
 def cmd_tool(args) -> None:

@@ -21,7 +21,7 @@ class Settings(BaseSettings):
     # the importer's own limit. Larger uploads get a 413.
     max_upload_bytes: int = 256 * 2**20
     max_trace_bytes: int = 2**30
-    # Uploaded traces are kept in memory (the database stores instances, never traces).
+    # How many uploads' reads each process keeps in memory; the store on disk holds them all.
     upload_cache_size: int = 8
     # Signs the anonymous practice identity cookie and draws practice rounds' secret seeds;
     # unset, a key is kept in secret_key_file (default data/secret_key) so restarts keep
@@ -46,6 +46,26 @@ class Settings(BaseSettings):
     max_instance_events: int = 1_500_000
     # Encoded timelines kept ready for the viewer (gzip bytes).
     timeline_cache_bytes: int = 256 * 2**20
+
+    # Uploaded traces (app/uploads.py): a content-addressed store on disk that every worker
+    # process serves from, kept under a byte budget by dropping the least recently used.
+    uploads_dir: Path = ROOT / "data" / "uploads"
+    max_upload_store_bytes: int = 20 * 2**30
+    # Imports run in a pool of this many processes per server process; past that many
+    # waiting as well, an upload gets a 503 with Retry-After.
+    max_concurrent_imports: int = 1
+    max_queued_imports: int = 4
+    # DuckDB inside an import: 2 threads leave the other core to the server; past the memory
+    # limit it spills to the upload's temporary directory.
+    import_duckdb_threads: int = 2
+    import_memory_limit_mb: int = 2048
+    # The SQL console: each query on its own read-only connection with one thread. The time
+    # limit covers execute, fetch and conversion; the byte limit counts the cells' JSON.
+    sql_timeout_s: float = 5.0
+    sql_max_rows: int = 10_000
+    sql_max_bytes: int = 2**20
+    sql_memory_limit_mb: int = 256
+    max_concurrent_sql: int = 2  # per process; past that, 429
 
 
 @lru_cache

@@ -3,25 +3,27 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
 
 import scenarios
 from app.analysis import sql
-from app.trace import importer, kineto
+from app.trace import kineto
 
 
 @pytest.fixture(scope="module")
 def ddp(tmp_path_factory):
-    path = tmp_path_factory.mktemp("sql") / "ddp.json.gz"
+    """The canonical ddp trace's database file, as an upload's."""
+    tmp = tmp_path_factory.mktemp("sql")
     inst = scenarios.get("ddp").instance("canonical")
-    kineto.save(inst.trace(0), path)
-    return importer.load(path)
+    kineto.save(inst.trace(0), tmp / "ddp.json.gz")
+    return sql.database(tmp / "ddp.json.gz", tmp / "ddp.duckdb")
 
 
 def test_tables_describe_the_trace(ddp):
-    n_x = ddp.con.execute("SELECT count(*) FROM events WHERE ph = 'X' AND cat <> 'Trace'").fetchone()[0]
+    n_x = sql.run(ddp, "SELECT count(*) FROM events WHERE ph = 'X' AND cat <> 'Trace'").rows[0][0]
     assert sql.run(ddp, "SELECT count(*) FROM slice WHERE category <> 'Trace'").rows == [[n_x]]
     tracks = dict(sql.run(ddp, "SELECT name, type FROM track").rows)
     assert tracks["stream 7"] == "gpu_stream" and any("pt_main_thread" in t for t in tracks)
@@ -47,7 +49,7 @@ def test_counter_events_become_counter_rows(tmp_path):
     ]}
     path = tmp_path / "c.json"
     path.write_text(json.dumps(doc))
-    rows = sql.run(importer.load(path), "SELECT name, value, ts FROM counter ORDER BY name").rows
+    rows = sql.run(sql.database(path, tmp_path / "c.duckdb"), "SELECT name, value, ts FROM counter ORDER BY name").rows
     assert rows == [["mem.allocated", 5.5, 12000], ["mem.reserved", 8.0, 12000]]
 
 
@@ -74,8 +76,8 @@ def test_sandbox_refuses_and_explains(ddp, query, kind, needle):
 
 
 def test_settings_stay_locked_even_through_select(ddp):
-    sql.prepare(ddp)
     assert sql.run(ddp, "SELECT current_setting('enable_external_access')").rows == [[False]]
+    assert sql.run(ddp, "SELECT current_setting('lock_configuration'), current_setting('threads')").rows == [[True, 1]]
     with pytest.raises(sql.QueryRefused):
         sql.run(ddp, "SELECT * FROM read_json('/etc/hostname')")
 
@@ -83,11 +85,101 @@ def test_settings_stay_locked_even_through_select(ddp):
 def test_a_query_that_runs_forever_is_interrupted(ddp):
     t0 = time.perf_counter()
     with pytest.raises(sql.QueryFailed) as e:
-        sql.run(ddp, "SELECT count(*) FROM range(1000000000000) a, range(1000) b", timeout_s=0.5)
-    assert "time limit" in str(e.value) and time.perf_counter() - t0 < 5
-    assert sql.run(ddp, "SELECT 1").rows == [[1]], "the connection still works after an interrupt"
+        sql.run(ddp, "SELECT count(*) FROM range(1000000000000) a, range(1000) b", sql.Limits(timeout_s=0.5))
+    assert "interrupted after 0.5 s" in str(e.value) and time.perf_counter() - t0 < 1.5
+    assert sql.run(ddp, "SELECT 1").rows == [[1]], "the next query runs after an interrupt"
+
+
+def test_the_time_limit_covers_fetching(ddp):
+    """The first rows come at once, the rest only after a long scan: the limit still holds."""
+    t0 = time.perf_counter()
+    with pytest.raises(sql.QueryFailed, match="interrupted"):
+        sql.run(ddp, "SELECT * FROM range(3) UNION ALL SELECT count(*) FROM range(1000000000000) a, range(1000) b",
+                sql.Limits(timeout_s=0.5))
+    assert time.perf_counter() - t0 < 1.5
 
 
 def test_row_limit_truncates(ddp):
-    r = sql.run(ddp, "SELECT id FROM slice", max_rows=10)
+    r = sql.run(ddp, "SELECT id FROM slice", sql.Limits(max_rows=10))
     assert len(r.rows) == 10 and r.truncated
+
+
+def test_byte_limit_truncates_big_cells_quickly(ddp):
+    """1000 cells of 1 MB were a 1 GB response after 10 s; the byte limit stops the fetch."""
+    t0 = time.perf_counter()
+    r = sql.run(ddp, "SELECT repeat('x', 1000000) AS s FROM range(1000)", sql.Limits(max_bytes=2_500_000))
+    assert r.truncated and len(r.rows) == 2 and time.perf_counter() - t0 < 3
+    small = sql.run(ddp, "SELECT id, name FROM slice", sql.Limits(max_bytes=10_000))
+    assert small.truncated and 0 < sum(len(json.dumps(row, separators=(",", ":"))) for row in small.rows) <= 10_000
+
+
+def test_cells_json_cannot_carry_come_back_as_null_or_text(ddp):
+    r = sql.run(ddp, "SELECT 'nan'::DOUBLE, 'inf'::DOUBLE, -'inf'::DOUBLE, [1.5, 'nan'::DOUBLE], '\\xFF'::BLOB, "
+                     "(2::HUGEINT ** 100)::HUGEINT, 1.25::DECIMAL(5, 2), DATE '2024-01-02', {'a': 'inf'::FLOAT}")
+    row = r.rows[0]
+    assert row[:4] == [None, "Infinity", "-Infinity", [1.5, None]]
+    assert row[5] == str(2**100) and row[6] == "1.25" and row[7] == "2024-01-02" and row[8] == {"a": None}
+    json.dumps(r.as_json(), allow_nan=False)  # what a strict client parses
+
+
+WRITES = [
+    "UPDATE events SET name = 'pwned'",
+    "EXPLAIN ANALYZE UPDATE events SET name = 'pwned'",
+    "EXPLAIN ANALYZE (FORMAT json) DELETE FROM events",
+    "WITH x AS (INSERT INTO events (idx, name) VALUES (-1, 'pwned') RETURNING *) SELECT * FROM x",
+    "WITH x AS (DELETE FROM slice RETURNING id) SELECT count(*) FROM x",
+    "EXPLAIN ANALYZE CREATE TABLE big AS SELECT * FROM range(100000000)",
+    "EXPLAIN ANALYZE CREATE TEMP TABLE big AS SELECT * FROM range(100000000)",
+    "SELECT 1 /* harmless */; DROP TABLE slice",
+    "explain analyze /* a comment */ update events set name = 'pwned'",
+    "EXPLAIN CALL pragma_version()",
+    "EXPLAIN SET threads = 8",
+    "EXPLAIN ANALYZE INSERT INTO events (idx) SELECT -1",
+    "EXPLAIN COPY slice TO '/tmp/tracedojo-leak.csv'",
+    "SELECT E'\\' ', 1 FROM (SELECT 1) WHERE false UNION ALL (WITH y AS (UPDATE events SET name = 'x' RETURNING 1) "
+    "SELECT 1, 2 FROM y) -- '",
+]
+
+
+@pytest.mark.parametrize("query", WRITES)
+def test_every_write_form_is_refused_and_nothing_changes(ddp, query):
+    before = sql.run(ddp, "SELECT count(*), min(name), max(name) FROM events").rows
+    with pytest.raises(sql.QueryRefused):
+        sql.run(ddp, query)
+    assert sql.run(ddp, "SELECT count(*), min(name), max(name) FROM events").rows == before
+
+
+@pytest.mark.parametrize("query", ["EXPLAIN SELECT 1", "EXPLAIN ANALYZE SELECT count(*) FROM slice",
+                                   "EXPLAIN (FORMAT json) SELECT 1", "EXPLAIN FROM slice",
+                                   "SELECT 'insert', \"update\" FROM (SELECT 1 AS \"update\") -- drop",
+                                   "SELECT replace(name, 'a', 'b') FROM slice LIMIT 1"])
+def test_reads_that_mention_writes_only_in_text_are_allowed(ddp, query):
+    sql.run(ddp, query)
+
+
+@pytest.mark.parametrize("query", ["UPDATE events SET name = 'pwned'",
+                                   "WITH x AS (INSERT INTO events (idx) VALUES (-1) RETURNING *) SELECT * FROM x",
+                                   "CREATE TABLE t AS SELECT 1"])
+def test_the_read_only_connection_is_the_second_lock(ddp, query, monkeypatch):
+    monkeypatch.setattr(sql, "check", lambda q: None)  # as if a write slipped past the allowlist
+    with pytest.raises(sql.QueryRefused, match="read-only"):
+        sql.run(ddp, query)
+    assert sql.run(ddp, "SELECT count(*) FROM events WHERE name = 'pwned' OR idx < 0").rows == [[0]]
+
+
+def test_past_the_concurrency_limit_a_query_is_refused_not_queued(ddp):
+    slow = threading.Thread(target=lambda: pytest.raises(sql.QueryFailed, sql.run, ddp,
+                                                         "SELECT count(*) FROM range(1000000000000) a, range(1000) b",
+                                                         sql.Limits(timeout_s=2, max_concurrent=1)))
+    slow.start()
+    time.sleep(0.3)  # the slow query holds the one slot (a probe sent at once could take it first)
+    seen_busy = False
+    t0 = time.perf_counter()
+    while slow.is_alive() and not seen_busy and time.perf_counter() - t0 < 1.5:
+        try:
+            sql.run(ddp, "SELECT 1", sql.Limits(max_concurrent=1))
+        except sql.QueryBusy as e:
+            seen_busy = "already running" in str(e)
+    slow.join()
+    assert seen_busy
+    assert sql.run(ddp, "SELECT 1", sql.Limits(max_concurrent=1)).rows == [[1]], "the slot is given back"

@@ -13,17 +13,25 @@ A 237 MB, 1M-event trace loads in about 1.5 s on 2 cores (orjson into dicts alon
 
 from __future__ import annotations
 
+import io
+import mmap
 import os
 import re
 import tempfile
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import duckdb
 import orjson
 
 DEFAULT_MAX_BYTES = 1 << 30  # 1 GiB uncompressed; also bounds how far a gzip may expand
+MAX_LEADING_WHITESPACE_BYTES = 1 << 20  # Kineto writes "{" first; more blank than this is not a trace
+GZIP_MAGIC = b"\x1f\x8b"
+_CHUNK_BYTES = 1 << 20  # gzip input read, and output produced, per step
 
 # Columns read from each event; anything else stays in `args`/the raw line.
 # ts stays JSON until normalized: whether it was written as a float matters (HTA rounds
@@ -36,6 +44,8 @@ _LEGACY_CATS = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kern
                 "Memset": "gpu_memset", "async_cpu_to_gpu": "ac2g", "async_gpu": "ac2g", "launch": "ac2g",
                 "async": "ac2g"}
 
+_BLANK = re.compile(rb"[ \t\r\n]*")  # JSON's whitespace
+_TEMP_FILE = re.compile(r' in file "[^"]*",?')  # DuckDB names its input; the server's paths are not the user's business
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 # Kineto closes traceEvents on a line of its own at the top level's indentation ("  ]");
 # brackets inside events sit deeper or inline. A wrong cut cannot pass as a valid array,
@@ -68,68 +78,140 @@ class ImportedTrace:
         return self.meta.get("baseTimeNanoseconds")
 
 
-def read_bytes(source: str | Path | bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
-    """The uncompressed bytes of a trace file (gzip detected by magic), within `max_bytes`."""
+@contextmanager
+def uncompressed(source: str | Path | bytes, max_bytes: int = DEFAULT_MAX_BYTES, name: str | None = None,
+                 tmp_dir: str | None = None) -> Iterator[bytes | mmap.mmap]:
+    """The uncompressed trace (gzip detected by magic), within `max_bytes`: the bytes given,
+    or the file mapped into memory, never read into one Python bytes object. A gzip is
+    first decompressed, chunk by chunk, into a temporary file in `tmp_dir`."""
     if isinstance(source, (bytes, bytearray)):
-        raw = bytes(source)
-        name = "upload"
-    else:
-        path = Path(source)
-        if not path.is_file():
-            raise TraceImportError(f"no such trace file: {path}")
-        with open(path, "rb") as fh:
-            head = fh.read(2)
-        if head != b"\x1f\x8b" and path.stat().st_size > max_bytes:
-            raise TraceTooLarge(f"{path.name} is {path.stat().st_size / 1e6:,.0f} MB, over the "
-                                f"{max_bytes / 1e6:,.0f} MB limit")
-        raw = path.read_bytes()
-        name = path.name
-    if raw[:2] == b"\x1f\x8b":
-        return _gunzip(raw, max_bytes, name)
-    if len(raw) > max_bytes:
-        raise TraceTooLarge(f"{name} is {len(raw) / 1e6:,.0f} MB, over the {max_bytes / 1e6:,.0f} MB limit")
-    return raw
+        name = name or "upload"
+        if source[:2] == GZIP_MAGIC:
+            with tempfile.TemporaryFile(dir=tmp_dir) as out:
+                _gunzip(io.BytesIO(source), out, max_bytes, name)
+                with _mapped(out) as doc:
+                    yield doc
+            return
+        if len(source) > max_bytes:
+            raise TraceTooLarge(f"{name} is {len(source) / 1e6:,.0f} MB, over the {max_bytes / 1e6:,.0f} MB limit")
+        yield bytes(source)
+        return
+    path = Path(source)
+    name = name or path.name
+    if not path.is_file():
+        raise TraceImportError(f"no such trace file: {path}")
+    with open(path, "rb") as fh:
+        if fh.read(2) == GZIP_MAGIC:
+            fh.seek(0)
+            with tempfile.TemporaryFile(dir=tmp_dir) as out:
+                _gunzip(fh, out, max_bytes, name)
+                with _mapped(out) as doc:
+                    yield doc
+            return
+        size = os.fstat(fh.fileno()).st_size
+        if size > max_bytes:
+            raise TraceTooLarge(f"{name} is {size / 1e6:,.0f} MB, over the {max_bytes / 1e6:,.0f} MB limit")
+        with _mapped(fh) as doc:
+            yield doc
 
 
-def _gunzip(raw: bytes, max_bytes: int, name: str) -> bytes:
-    """Decompress every gzip member, refusing to expand past `max_bytes` (a gzip bomb)."""
-    out, total, data = [], 0, raw
-    while data:
-        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+@contextmanager
+def _mapped(fh: BinaryIO) -> Iterator[bytes | mmap.mmap]:
+    fh.flush()
+    if os.fstat(fh.fileno()).st_size == 0:  # mmap refuses an empty file
+        yield b""
+        return
+    with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as doc:
+        yield doc
+
+
+def _gunzip(src: BinaryIO, dst: BinaryIO, max_bytes: int, name: str) -> None:
+    """Decompress every gzip member of `src` into `dst` a chunk at a time, stopping as soon
+    as the output passes `max_bytes` (a gzip bomb) or starts as no trace can."""
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    data, ended, total, lead = b"", False, 0, _Lead(name)
+    while True:
+        if not data and not ended:
+            data = src.read(_CHUNK_BYTES)
+            ended = not data
         try:
-            chunk = d.decompress(data, max_bytes - total + 1)
+            # Bounding the output per call keeps a 1000:1 bomb from expanding a whole input chunk at once.
+            out = d.decompress(data, _CHUNK_BYTES)
         except zlib.error as e:
             raise TraceImportError(f"{name} is not valid gzip: {e}") from None
-        total += len(chunk)
+        data = d.unconsumed_tail
+        total += len(out)
         if total > max_bytes:
             raise TraceTooLarge(f"{name} expands past the {max_bytes / 1e6:,.0f} MB limit when decompressed")
-        out.append(chunk)
-        if not d.eof:
+        lead.feed(out)
+        dst.write(out)
+        if d.eof:
+            data = d.unused_data.lstrip(b"\x00")  # members may be padded with NULs
+            while not data and not ended:
+                more = src.read(_CHUNK_BYTES)
+                ended, data = not more, more.lstrip(b"\x00")
+            if not data:
+                return
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif ended and not out and not data:
             raise TraceImportError(f"{name} is a truncated gzip: the stream ends before its last block")
-        data = d.unused_data.lstrip(b"\x00")
-    return b"".join(out)
+
+
+class _Lead:
+    """Whether a document starts as a trace does ('{' after any whitespace), decided from
+    its first bytes: a file of a billion spaces is refused after a mebibyte of them."""
+
+    def __init__(self, name: str):
+        self.name, self.spaces, self.decided = name, 0, False
+
+    def feed(self, chunk: bytes | memoryview) -> None:
+        if self.decided or not len(chunk):
+            return
+        blank = _BLANK.match(chunk).end()
+        self.spaces += blank
+        if blank < len(chunk):
+            start = bytes(chunk[blank:blank + 20])
+            if start[:1] != b"{":
+                raise TraceImportError(f"{self.name} is not JSON: a trace starts with '{{', this starts with {start!r}")
+            self.decided = True
+        elif self.spaces > MAX_LEADING_WHITESPACE_BYTES:
+            raise TraceImportError(f"{self.name} starts with over {MAX_LEADING_WHITESPACE_BYTES // 2**20} MiB "
+                                   f"of whitespace: not a trace")
+
+    def finish(self) -> None:
+        if not self.decided:
+            raise TraceImportError(f"{self.name} is not JSON: a trace starts with '{{', this is blank")
 
 
 def load(source: str | Path | bytes, *, max_bytes: int = DEFAULT_MAX_BYTES,
-         con: duckdb.DuckDBPyConnection | None = None) -> ImportedTrace:
-    """Read a trace into `con` (a fresh in-memory DuckDB by default) as table `events`."""
-    raw = read_bytes(source, max_bytes)
-    name = "upload" if isinstance(source, (bytes, bytearray)) else Path(source).name
+         con: duckdb.DuckDBPyConnection | None = None, name: str | None = None,
+         tmp_dir: str | None = None) -> ImportedTrace:
+    """Read a trace into `con` (a fresh in-memory DuckDB by default) as table `events`.
+
+    `name` is what messages call the trace (the file's name by default); temporary files
+    (a decompressed gzip, the events array for DuckDB) go to `tmp_dir` when given."""
+    name = name or ("upload" if isinstance(source, (bytes, bytearray)) else Path(source).name)
     con = con or duckdb.connect()
-    start = raw.lstrip()[:1]
-    if start != b"{":
-        raise TraceImportError(f"{name} is not JSON: a trace starts with '{{', this starts with {raw[:20]!r}")
-    used_fast = False
-    split = _split_events(raw)
-    if split is not None:
-        try:
-            meta = orjson.loads(split[0])
-            _read_array(con, split[1])
-            used_fast = True
-        except (orjson.JSONDecodeError, duckdb.Error):
-            con.execute("DROP TABLE IF EXISTS raw_events")
-    if not used_fast:
-        meta = _load_slow(con, raw, name)
+    # Views of a mapped file are released by `with` even when an error's traceback still
+    # holds them: the file cannot be unmapped while one is live.
+    with uncompressed(source, max_bytes, name, tmp_dir) as doc, memoryview(doc) as view:
+        lead = _Lead(name)
+        with view[:MAX_LEADING_WHITESPACE_BYTES + 1] as head:
+            lead.feed(head)
+        lead.finish()
+        used_fast = False
+        split = _split_events(doc)
+        if split is not None:
+            rest, (start, end) = split
+            try:
+                meta = orjson.loads(rest)
+                with view[start:end] as array:
+                    _read_array(con, array, tmp_dir)
+                used_fast = True
+            except (orjson.JSONDecodeError, duckdb.Error):
+                con.execute("DROP TABLE IF EXISTS raw_events")
+        if not used_fast:
+            meta = _load_slow(con, view, name, tmp_dir)
     if not isinstance(meta, dict):
         raise TraceImportError(f"{name} is JSON but not a trace object")
     _normalize(con)
@@ -142,33 +224,37 @@ def load(source: str | Path | bytes, *, max_bytes: int = DEFAULT_MAX_BYTES,
     return ImportedTrace(con=con, meta=meta, events=n, source=name, fast_path=used_fast, float_ts=float_ts)
 
 
-def _split_events(raw: bytes) -> tuple[bytes, bytes] | None:
-    """(the document with an empty traceEvents, the traceEvents array's text), or None
-    when the array does not close on a line of its own."""
-    m = _EVENTS_KEY.search(raw)
+def _split_events(doc: bytes | mmap.mmap) -> tuple[bytes, tuple[int, int]] | None:
+    """(the document with an empty traceEvents, the traceEvents array's [start, end) in
+    `doc`), or None when the array does not close on a line of its own."""
+    m = _EVENTS_KEY.search(doc)
     if not m:
         return None
-    end = _ARRAY_END.search(raw, m.end())
+    end = _ARRAY_END.search(doc, m.end())
     if not end:
         return None
     close = end.end()  # just past the "]"
-    return raw[:m.end()] + raw[close - 1:], raw[m.end() - 1:close]
+    return doc[:m.end()] + doc[close - 1:], (m.end() - 1, close)
 
 
-def _read_array(con: duckdb.DuckDBPyConnection, array: bytes) -> None:
-    """DuckDB reads files; /dev/shm keeps the round trip in memory where it exists."""
-    tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+def _read_array(con: duckdb.DuckDBPyConnection, array: bytes | memoryview, tmp_dir: str | None = None) -> None:
+    """DuckDB reads files; /dev/shm keeps the round trip in memory where it exists, unless
+    the caller names a directory (an upload's, on disk, so a big trace is not held twice in RAM).
+    A memoryview of a mapped file goes to the kernel as it is: no Python copy. The raw rows
+    are a temporary table: in a database file, only the normalized `events` is written out."""
+    if tmp_dir is None and os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        tmp_dir = "/dev/shm"
     with tempfile.NamedTemporaryFile(suffix=".json", dir=tmp_dir, delete=False) as fh:
         fh.write(array)
         path = fh.name
     try:
-        con.execute(f"CREATE OR REPLACE TABLE raw_events AS SELECT * FROM read_json(?, format='array', "
+        con.execute(f"CREATE OR REPLACE TEMP TABLE raw_events AS SELECT * FROM read_json(?, format='array', "
                     f"columns={_COLUMNS}, maximum_object_size=67108864)", [path])
     finally:
         os.unlink(path)
 
 
-def _load_slow(con: duckdb.DuckDBPyConnection, raw: bytes, name: str) -> dict:
+def _load_slow(con: duckdb.DuckDBPyConnection, raw: bytes | memoryview, name: str, tmp_dir: str | None) -> dict:
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as e:
@@ -180,7 +266,15 @@ def _load_slow(con: duckdb.DuckDBPyConnection, raw: bytes, name: str) -> dict:
         raise TraceImportError(f"{name} has no traceEvents array")
     if not events:
         raise TraceImportError(f"{name} has an empty traceEvents array")
-    _read_array(con, orjson.dumps(events))
+    try:
+        array = orjson.dumps(events)
+    except orjson.JSONEncodeError as e:  # orjson writes 255 levels of nesting, reads 1024
+        raise TraceImportError(f"{name}: an event nests deeper than the importer can copy ({e})") from None
+    try:
+        _read_array(con, array, tmp_dir)
+    except duckdb.Error as e:  # an event of the wrong shape ("dur": "abc", a bare number)
+        reason = _TEMP_FILE.sub("", str(e).splitlines()[0])[:200]
+        raise TraceImportError(f"{name} has events that cannot be read: {reason}") from None
     return doc
 
 

@@ -1,66 +1,162 @@
-"""Uploaded traces: the upload page, the read of a trace (page and JSON twin), and its SQL console."""
+"""Uploaded traces: the upload page, the read of a trace (page and JSON twin), its timeline,
+its events' args, and its SQL console. The store, the import and the console are the
+domain's (app/uploads.py, app/analysis/sql.py); this module maps them onto HTTP."""
 
 from __future__ import annotations
 
 import gzip
-import hashlib
-import threading
-from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, File, HTTPException, Request, UploadFile
-from fastapi.responses import RedirectResponse
-from pydantic import BaseModel
+import orjson
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+from pydantic import BaseModel, Field
+from python_multipart.exceptions import MultipartParseError
+from python_multipart.multipart import MultipartParser, parse_options_header
 
-from app.analysis import hta, read, sql, text
+from app import uploads
+from app.analysis import read, sql, text
 from app.config import Settings, get_settings
-from app.trace.importer import ImportedTrace, TraceImportError, TraceTooLarge, load
+from app.trace.importer import ImportedTrace, TraceImportError, TraceTooLarge
 
 router = APIRouter()
 SettingsDep = Annotated[Settings, Depends(get_settings)]
-_UPLOADS: OrderedDict[str, dict] = OrderedDict()  # id -> {"trace", "read", "name"}; newest last
+RETRY_AFTER_S = 30  # an import of a large trace takes tens of seconds
+FORM_OVERHEAD_BYTES = 64 * 2**10  # multipart boundaries and part headers around the file
+MAX_QUERY_CHARS = 100_000
+_IMPORTER: uploads.Importer | None = None  # this process's import pool; touched on the event loop only
 
 
-async def _receive(upload: UploadFile, settings: Settings) -> str:
-    """Read the upload within the size limit, import it, keep it; returns its id."""
-    chunks, size = [], 0
-    while chunk := await upload.read(1 << 20):
-        size += len(chunk)
-        if size > settings.max_upload_bytes:
-            raise HTTPException(413, f"{upload.filename} is over the {settings.max_upload_bytes / 2**20:,.0f} MiB "
-                                     f"upload limit")
-        chunks.append(chunk)
-    raw = b"".join(chunks)
-    if not raw:
-        raise HTTPException(400, "the upload is empty: choose a torch.profiler trace (.json or .json.gz)")
-    tid = hashlib.sha1(raw).hexdigest()[:16]
-    if tid not in _UPLOADS:
+def _store(request: Request, settings: Settings) -> uploads.Store:
+    """The app's view of the store on disk (its own cache of reads; every process and app
+    sharing `uploads_dir` sees the same uploads)."""
+    store = getattr(request.app.state, "uploads", None)
+    if store is None or store.root != Path(settings.uploads_dir):
+        store = request.app.state.uploads = uploads.Store(settings.uploads_dir, settings.upload_cache_size)
+    return store
+
+
+def _importer(settings: Settings) -> uploads.Importer:
+    global _IMPORTER
+    if _IMPORTER is None:
+        _IMPORTER = uploads.Importer(settings.max_concurrent_imports, settings.max_queued_imports)
+    return _IMPORTER
+
+
+def _timeline_gz(tr: ImportedTrace, title: str) -> bytes:
+    """The viewer's columns for an upload, gzip level 1 (app/web/main.py's timeline_response
+    serves them); runs in the import process."""
+    from app.web import timeline
+
+    steps, _ = read.steps(tr)
+    return gzip.compress(timeline.encode(timeline.from_import(tr), title, [(a * 1e3, b * 1e3) for a, b in steps]),
+                         compresslevel=1)
+
+
+class _TracePart:
+    """python-multipart callbacks that send the form's `trace` file to `incoming` as it
+    arrives and ignore any other field."""
+
+    def __init__(self, incoming: uploads.Incoming):
+        self.incoming, self.name, self.files = incoming, None, 0
+        self._field, self._value, self._headers, self._ours = b"", b"", {}, False
+
+    def callbacks(self) -> dict:
+        return {"on_part_begin": self._begin, "on_header_field": self._header_field,
+                "on_header_value": self._header_value, "on_header_end": self._header_end,
+                "on_headers_finished": self._headers_finished, "on_part_data": self._data}
+
+    def _begin(self) -> None:
+        self._headers, self._ours = {}, False
+
+    def _header_field(self, data: bytes, start: int, end: int) -> None:
+        self._field += data[start:end]
+
+    def _header_value(self, data: bytes, start: int, end: int) -> None:
+        self._value += data[start:end]
+
+    def _header_end(self) -> None:
+        self._headers[self._field.lower()] = self._value
+        self._field = self._value = b""
+
+    def _headers_finished(self) -> None:
+        _, params = parse_options_header(self._headers.get(b"content-disposition", b""))
+        self._ours = params.get(b"name") == b"trace"
+        if self._ours:
+            self.files += 1
+            if self.files > 1:
+                raise HTTPException(400, "one trace per upload: the form has more than one 'trace' file")
+            self.name = uploads.clean_name(params.get(b"filename", b"").decode("utf-8", "replace"))
+
+    def _data(self, data: bytes, start: int, end: int) -> None:
+        if self._ours:
+            self.incoming.write(data[start:end])
+
+
+async def _receive(request: Request, settings: Settings) -> str:
+    """Stream the form's `trace` file to disk within the size limit, import it (in the
+    import pool) unless the store has it; returns its id."""
+    importer = _importer(settings)
+    importer.admit()
+    kind, params = parse_options_header(request.headers.get("content-type"))
+    if kind != b"multipart/form-data" or not params.get(b"boundary"):
+        raise HTTPException(400, "send the trace as multipart/form-data in a field named 'trace'")
+    limit_mib = settings.max_upload_bytes / 2**20
+    sent = request.headers.get("content-length", "")
+    if sent.isdigit() and int(sent) > settings.max_upload_bytes + FORM_OVERHEAD_BYTES:
+        raise HTTPException(413, f"the upload is {int(sent) / 2**20:,.0f} MiB, over the {limit_mib:,.0f} MiB "
+                                 f"upload limit")
+    store = _store(request, settings)
+    with uploads.Incoming(store.root, settings.max_upload_bytes) as incoming:
+        part = _TracePart(incoming)
+        parser = MultipartParser(params[b"boundary"], part.callbacks())
+        received = 0
         try:
-            trace = load(raw, max_bytes=settings.max_trace_bytes)
+            async for chunk in request.stream():
+                received += len(chunk)
+                if received > settings.max_upload_bytes + FORM_OVERHEAD_BYTES:  # other fields, unbounded
+                    raise uploads.UploadTooLarge(f"over the {limit_mib:,.0f} MiB upload limit")
+                parser.write(chunk)
+            parser.finalize()
+        except uploads.UploadTooLarge as e:
+            raise HTTPException(413, f"{part.name or 'the upload'} is {e}") from None
+        except MultipartParseError:
+            raise HTTPException(400, "the form is not valid multipart/form-data") from None
+        if part.name is None:
+            raise HTTPException(400, "no trace in the form: send the file in a field named 'trace'")
+        uid = incoming.finish()
+        if incoming.size_bytes == 0:
+            raise HTTPException(400, "the upload is empty: choose a torch.profiler trace (.json or .json.gz)")
+        limits = uploads.ImportLimits(settings.max_trace_bytes, settings.import_duckdb_threads,
+                                      settings.import_memory_limit_mb)
+        try:
+            await importer.run(store, incoming.path, uid, part.name, limits, _timeline_gz,
+                               settings.max_upload_store_bytes)
         except TraceImportError as e:
-            status = 413 if isinstance(e, TraceTooLarge) else 400
-            raise HTTPException(status, f"{upload.filename}: {e}") from None
-        trace.source = upload.filename or "upload"
-        # One DuckDB connection per trace, and DuckDB connections are not thread-safe: every
-        # use after the import (timeline, SQL) holds the trace's lock.
-        _UPLOADS[tid] = {"trace": trace, "name": trace.source, "read": _analysis(trace), "lock": threading.Lock()}
-        while len(_UPLOADS) > settings.upload_cache_size:
-            _UPLOADS.popitem(last=False)
-    _UPLOADS.move_to_end(tid)
-    return tid
+            raise HTTPException(413 if isinstance(e, TraceTooLarge) else 400, str(e)) from None
+        except uploads.ImportCrashed as e:
+            raise HTTPException(503, str(e)) from None
+    return uid
 
 
-def _analysis(tr: ImportedTrace) -> dict:
-    r = read.read(tr)
-    r.pop("metrics", None)
-    r["hta"] = hta.figures(tr)
-    return r
+async def _upload(request: Request, settings: Settings) -> str | JSONResponse:
+    """The id of the upload, or the 503 to answer when the import queue is full (built here:
+    the app's HTTPException handler does not pass headers such as Retry-After on)."""
+    try:
+        return await _receive(request, settings)
+    except uploads.ImportsBusy as e:
+        return JSONResponse({"error": str(e)}, 503, headers={"Retry-After": str(RETRY_AFTER_S)})
 
 
-def _get(tid: str) -> dict:
-    if tid not in _UPLOADS:
-        raise HTTPException(404, f"no uploaded trace {tid!r} (uploads are kept in memory; upload it again)")
-    return _UPLOADS[tid]
+@contextmanager
+def _found() -> Iterator[None]:
+    try:
+        yield
+    except uploads.NotFound as e:
+        raise HTTPException(404, str(e)) from None
 
 
 @router.get("/upload", include_in_schema=False)
@@ -71,35 +167,50 @@ def upload_page(request: Request):
 
 
 @router.post("/upload", include_in_schema=False)
-async def upload_form(settings: SettingsDep, trace: UploadFile = File(...)):
-    return RedirectResponse(f"/traces/{await _receive(trace, settings)}", 303)
+async def upload_form(request: Request, settings: SettingsDep):
+    uid = await _upload(request, settings)
+    return uid if isinstance(uid, Response) else RedirectResponse(f"/traces/{uid}", 303)
 
 
 @router.post("/api/traces")
-async def upload_api(settings: SettingsDep, trace: UploadFile = File(...)):
-    tid = await _receive(trace, settings)
-    return {"id": tid, "url": f"/traces/{tid}", **_get(tid)["read"]}
+async def upload_api(request: Request, settings: SettingsDep):
+    """A trace as multipart/form-data, field `trace` (.json or .json.gz): its id, URL and read."""
+    uid = await _upload(request, settings)
+    if isinstance(uid, Response):
+        return uid
+    with _found():
+        return {"id": uid, "url": f"/traces/{uid}", **_store(request, settings).get(uid).read}
 
 
 @router.get("/traces/{tid}.json")
-def trace_json(tid: str):
-    return {"id": tid, **_get(tid)["read"]}
+def trace_json(tid: str, request: Request, settings: SettingsDep):
+    with _found():
+        return {"id": tid, **_store(request, settings).get(tid).read}
+
+
+def _sql_limits(settings: Settings, max_rows: int | None = None) -> sql.Limits:
+    return sql.Limits(timeout_s=settings.sql_timeout_s, max_rows=max_rows or settings.sql_max_rows,
+                      max_bytes=settings.sql_max_bytes, memory_limit_mb=settings.sql_memory_limit_mb,
+                      max_concurrent=settings.max_concurrent_sql)
 
 
 @router.get("/traces/{tid}", include_in_schema=False)
-def trace_page(request: Request, tid: str, q: str | None = None):
+def trace_page(request: Request, tid: str, settings: SettingsDep, q: str | None = None):
     from app.web.templates import templates
 
-    up = _get(tid)
-    result = error = None
-    if q:
-        try:
-            with up["lock"]:
-                result = sql.run(up["trace"], q, max_rows=500)
-        except (sql.QueryRefused, sql.QueryFailed) as e:
-            error = str(e)
+    store = _store(request, settings)
+    with _found():
+        up = store.get(tid)
+        result = error = None
+        if q and len(q) > MAX_QUERY_CHARS:
+            error = f"the query is over {MAX_QUERY_CHARS:,} characters"
+        elif q:
+            try:
+                result = sql.run(store.database(tid), q, _sql_limits(settings, max_rows=500))
+            except (sql.QueryRefused, sql.QueryFailed, sql.QueryBusy) as e:
+                error = str(e)
     return templates.TemplateResponse(request, "trace.html", {
-        "id": tid, "name": up["name"], "read": up["read"], "text": text.render(up["read"], up["read"]["hta"]),
+        "id": tid, "name": up.name, "read": up.read, "text": text.render(up.read, up.read["hta"]),
         "timeline_url": f"/api/traces/{tid}/timeline.bin", "slice_url": f"/api/traces/{tid}/slices/{{src}}",
         "tools": None, "download_url": None,
         "query": q or "SELECT name, count(*) AS n, sum(dur) / 1e6 AS total_ms FROM slice WHERE category = 'kernel' "
@@ -108,48 +219,39 @@ def trace_page(request: Request, tid: str, q: str | None = None):
 
 
 @router.get("/api/traces/{tid}/timeline.bin")
-def trace_timeline(tid: str, request: Request):
-    """The uploaded trace as the viewer's columns (app/web/timeline.py), built once."""
-    from app.web import timeline
-
-    up = _get(tid)
-    with up["lock"]:
-        if "timeline" not in up:
-            tr = up["trace"]
-            steps, _ = read.steps(tr)
-            up["timeline"] = gzip.compress(timeline.encode(timeline.from_import(tr), up["name"],
-                                                           [(a * 1e3, b * 1e3) for a, b in steps]), compresslevel=1)
+def trace_timeline(tid: str, request: Request, settings: SettingsDep):
+    """The uploaded trace as the viewer's columns (app/web/timeline.py), built at import."""
     from app.web.instances import timeline_response
 
-    return timeline_response(up["timeline"], request)
+    with _found():
+        return timeline_response(_store(request, settings).timeline(tid), request)
 
 
 @router.get("/api/traces/{tid}/slices/{src}")
-def trace_slice(tid: str, src: int):
-    """One event of the upload as its file has it, by the viewer's `src` id (events.idx)."""
-    import json
-
-    up = _get(tid)
-    with up["lock"]:
-        row = up["trace"].con.execute("SELECT ph, cat, name, pid, tid, ts, dur, args FROM events WHERE idx = ?",
-                                      [src]).fetchone()
-    if row is None:
+def trace_slice(tid: str, src: int, request: Request, settings: SettingsDep):
+    """One event of the upload as its file has it, by the viewer's `src` id (events.idx).
+    Encoded by orjson, not FastAPI's recursive encoder: args may nest deep."""
+    with _found():
+        event = _store(request, settings).event(tid, src, settings.sql_memory_limit_mb)
+    if event is None:
         raise HTTPException(404, f"no event {src} in this trace")
-    keys = ("ph", "cat", "name", "pid", "tid", "ts", "dur")
-    return {**dict(zip(keys, row[:7])), "args": json.loads(row[7]) if row[7] else {}}
+    return Response(orjson.dumps(event), media_type="application/json")
 
 
 class Query(BaseModel):
-    query: str
+    query: str = Field(max_length=MAX_QUERY_CHARS)
 
 
 @router.post("/api/traces/{tid}/sql")
-def trace_sql(tid: str, body: Query):
+def trace_sql(tid: str, body: Query, request: Request, settings: SettingsDep):
+    with _found():
+        database = _store(request, settings).database(tid)
     try:
-        up = _get(tid)
-        with up["lock"]:
-            return sql.run(up["trace"], body.query).as_json()
+        result = sql.run(database, body.query, _sql_limits(settings))
     except sql.QueryRefused as e:
         raise HTTPException(403, str(e)) from None
     except sql.QueryFailed as e:
         raise HTTPException(400, str(e)) from None
+    except sql.QueryBusy as e:
+        return JSONResponse({"error": str(e)}, 429, headers={"Retry-After": "5"})
+    return Response(orjson.dumps(result.as_json()), media_type="application/json")

@@ -1,0 +1,382 @@
+"""Uploaded traces: one store on disk that every process serves from, imports off the event
+loop and bounded, and a SQL console that cannot write, hog or crash the server."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import tracemalloc
+import urllib.error
+import urllib.request
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+import scenarios
+from app import uploads
+from app.config import get_settings
+from app.trace import importer, kineto
+from app.web.main import create_app
+from app.web.traces import _timeline_gz
+from tests.server import running_server
+
+
+@pytest.fixture(scope="module")
+def ddp_json() -> bytes:
+    return kineto.dumps(scenarios.get("ddp").instance("canonical").trace(0)).encode()
+
+
+@pytest.fixture(scope="module")
+def store_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("uploads")
+
+
+@pytest.fixture(scope="module")
+def apps(tmp_path_factory, store_dir):
+    """Two apps, as two worker processes would be: each its own cache, one uploads_dir."""
+    os.environ["DATABASE_URL"] = f"sqlite:///{tmp_path_factory.mktemp('db') / 'test.db'}"
+    os.environ["TRACEDOJO_UPLOADS_DIR"] = str(store_dir)
+    get_settings.cache_clear()
+    with TestClient(create_app()) as a, TestClient(create_app()) as b:
+        yield a, b
+
+
+@pytest.fixture
+def settings():
+    """The settings the apps read, restored after a test that changes them."""
+    s = get_settings()
+    saved = s.model_dump()
+    yield s
+    for k, v in saved.items():
+        setattr(s, k, v)
+
+
+def _post(client, name: str, content: bytes):
+    return client.post("/api/traces", files={"trace": (name, content, "application/octet-stream")})
+
+
+@pytest.fixture(scope="module")
+def uploaded(apps, ddp_json) -> str:
+    r = _post(apps[0], "rank0.json", ddp_json)
+    assert r.status_code == 200, r.text
+    return r.json()["id"]
+
+
+def test_an_upload_through_one_app_is_read_queried_and_drawn_through_the_other(apps, uploaded, ddp_json):
+    a, b = apps
+    assert uploaded == hashlib.sha256(ddp_json).hexdigest()
+    mine, theirs = a.get(f"/traces/{uploaded}.json").json(), b.get(f"/traces/{uploaded}.json").json()
+    assert mine == theirs and theirs["steps"]["count"] == 4
+    q = b.post(f"/api/traces/{uploaded}/sql", json={"query": "SELECT count(*) FROM slice WHERE name LIKE 'ProfilerStep#%'"})
+    assert q.status_code == 200 and q.json()["rows"] == [[4]]
+    tl = b.get(f"/api/traces/{uploaded}/timeline.bin", headers={"Accept-Encoding": "identity"})
+    head = json.loads(tl.content[4:4 + int.from_bytes(tl.content[:4], "little")])
+    assert tl.status_code == 200 and head["title"] == "rank0.json" and head["count"] > 1000
+    assert b.get(f"/traces/{uploaded}").status_code == 200
+    assert b.get(f"/api/traces/{uploaded}/slices/3").json()["ph"]
+
+
+def test_the_upload_is_one_complete_directory_named_by_its_hash(store_dir, uploaded, ddp_json):
+    d = store_dir / uploaded[:2] / uploaded
+    assert sorted(p.name for p in d.iterdir()) == ["events.duckdb", "meta.json", "read.json", "timeline.bin.gz"]
+    assert json.loads((d / "meta.json").read_text()) == {
+        "name": "rank0.json", "events": len(json.loads(ddp_json)["traceEvents"]), "size_bytes": len(ddp_json)}
+    assert not list(store_dir.glob("*/.tmp-*")) and not list(store_dir.glob("incoming/*"))
+
+
+def test_the_same_bytes_again_are_not_imported_again(apps, uploaded, ddp_json):
+    t0 = time.perf_counter()
+    r = _post(apps[1], "again.json", ddp_json)
+    assert r.json()["id"] == uploaded and time.perf_counter() - t0 < 1
+
+
+def _build(args):
+    uploads.build(*args)
+
+
+def test_two_processes_importing_the_same_bytes_leave_one_good_copy(tmp_path, ddp_json):
+    body = tmp_path / "body.json"
+    body.write_bytes(ddp_json)
+    uid = hashlib.sha256(ddp_json).hexdigest()
+    limits = uploads.ImportLimits(2**30, 1, 512)
+    root = tmp_path / "store"
+    with ProcessPoolExecutor(2, mp_context=get_context("spawn")) as pool:
+        list(pool.map(_build, [(str(body), str(root), uid, "t.json", limits, _timeline_gz)] * 2))
+    assert [p.name for p in root.glob("*/*")] == [uid]
+    up = uploads.Store(root).get(uid)
+    assert up.events == len(json.loads(ddp_json)["traceEvents"]) and up.read["steps"]["count"] == 4
+
+
+def _fail(tr, title):
+    raise RuntimeError("the import died half way")
+
+
+def test_a_failed_import_leaves_nothing_behind(tmp_path, ddp_json):
+    body = tmp_path / "body.json"
+    body.write_bytes(ddp_json)
+    with pytest.raises(importer.TraceImportError, match="could not be read"):
+        uploads.build(str(body), str(tmp_path / "store"), "ab" * 32, "t.json", uploads.ImportLimits(2**30, 1, 512), _fail)
+    assert not [p for p in (tmp_path / "store").rglob("*") if p.is_dir() and p.parent != tmp_path / "store"]
+
+
+def test_the_store_drops_the_least_recently_used_past_its_budget(tmp_path, ddp_json):
+    root, limits = tmp_path / "store", uploads.ImportLimits(2**30, 1, 512)
+    ids = []
+    for i in range(3):
+        body = tmp_path / f"{i}.json"
+        body.write_bytes(ddp_json + b" " * i)  # three different uploads of one trace
+        ids.append(hashlib.sha256(body.read_bytes()).hexdigest())
+        uploads.build(str(body), str(root), ids[-1], f"{i}.json", limits, _timeline_gz)
+    store = uploads.Store(root)
+    for age_s, uid in zip((300, 200, 100), ids):  # 0 oldest
+        os.utime(root / uid[:2] / uid, (time.time() - age_s,) * 2)
+    store.get(ids[0])  # reading it makes it the most recent
+    size = sum(f.stat().st_size for f in (root / ids[0][:2] / ids[0]).iterdir())
+    assert store.evict(budget_bytes=int(size * 2.5), keep=ids[2]) == [ids[1]]
+    assert store.exists(ids[0]) and store.exists(ids[2]) and not store.exists(ids[1])
+    with pytest.raises(uploads.NotFound):
+        store.get(ids[1])
+
+
+@pytest.mark.parametrize("tid", ["0123456789abcdef", "AB" * 32, "ab" * 31 + "a", "ab" * 32 + "0", "zz" * 32,
+                                 "0x" + "ab" * 31, "é" * 64, "a" * 5000])
+def test_an_id_not_of_the_form_is_404_with_a_short_message(apps, tid):
+    a, _ = apps
+    for r in (a.get(f"/traces/{tid}.json"), a.get(f"/api/traces/{tid}/timeline.bin"),
+              a.get(f"/api/traces/{tid}/slices/1"), a.post(f"/api/traces/{tid}/sql", json={"query": "SELECT 1"})):
+        assert r.status_code == 404 and len(r.json()["error"]) < 300 and "\n" not in r.json()["error"]
+
+
+def test_an_unknown_id_of_the_right_form_is_404(apps):
+    r = apps[1].get(f"/traces/{'0' * 64}.json")
+    assert r.status_code == 404 and "upload it again" in r.json()["error"]
+
+
+def test_a_gzip_bomb_is_refused_without_growing_memory(tmp_path):
+    """2 GB of zeros in a 2 MB gzip, against a 50 MB limit, in a fresh process that reports
+    its own and its import worker's peak RSS (VmHWM) around the upload."""
+    script = textwrap.dedent(f"""
+        import gzip, json, os, time
+        os.environ["DATABASE_URL"] = "sqlite:///{tmp_path}/t.db"
+        os.environ["TRACEDOJO_UPLOADS_DIR"] = "{tmp_path}/uploads"
+        os.environ["TRACEDOJO_MAX_TRACE_BYTES"] = str(50 * 2**20)
+        from fastapi.testclient import TestClient
+        from app.web.main import create_app
+
+        def peaks_mb():
+            pids = [os.getpid()] + [int(p) for t in os.listdir("/proc/self/task")
+                                    for p in open(f"/proc/self/task/{{t}}/children").read().split()]
+            out = {{}}
+            for pid in pids:
+                for line in open(f"/proc/{{pid}}/status"):
+                    if line.startswith("VmHWM"):
+                        out[pid] = int(line.split()[1]) / 1024
+            return out
+
+        if __name__ == "__main__":
+            zeros = gzip.compress(bytes(2**24), 9)  # gzip members concatenated are one gzip
+            bomb = gzip.compress(b"{{" + bytes(2**24), 9) + zeros * 127
+            small = json.dumps({{"traceEvents": [{{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}}]}})
+            with TestClient(create_app()) as client:
+                assert client.post("/api/traces", files={{"trace": ("small.json", small)}}).status_code == 200
+                before = peaks_mb()
+                t0 = time.perf_counter()
+                r = client.post("/api/traces", files={{"trace": ("bomb.json.gz", bomb)}})
+                took = time.perf_counter() - t0
+                after = peaks_mb()
+            print(json.dumps({{"status": r.status_code, "error": r.json()["error"], "took_s": took, "bomb_bytes": len(bomb),
+                              "growth_mb": {{str(p): after[p] - before.get(p, 0) for p in after}}}}))
+    """)
+    (tmp_path / "bomb.py").write_text(script)
+    root = str(Path(__file__).resolve().parents[1])  # this checkout's `app`, whatever is installed
+    out = subprocess.run([sys.executable, str(tmp_path / "bomb.py")], capture_output=True, text=True, timeout=120,
+                         cwd=root, env={**os.environ, "PYTHONPATH": root})
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["status"] == 413 and "expands past the 52 MB limit" in report["error"]
+    assert report["bomb_bytes"] < 3e6 and len(report["growth_mb"]) >= 2  # the server, its import worker(s)
+    assert max(report["growth_mb"].values()) < 64, report
+    assert report["took_s"] < 5, report
+
+
+def test_leading_whitespace_is_refused_after_a_mebibyte(apps):
+    blank = gzip.compress(b" " * 2**24) * 60 + gzip.compress(b"{}")  # 1000 MB of spaces, then a document
+    t0 = time.perf_counter()
+    r = _post(apps[0], "blank.json.gz", blank)
+    assert r.status_code == 400 and "whitespace" in r.json()["error"] and time.perf_counter() - t0 < 2
+    r = _post(apps[0], "blank.json", b"\n" * 3_000_000 + b"{}")
+    assert r.status_code == 400 and "whitespace" in r.json()["error"]
+    r = _post(apps[0], "list.json", b"  \n [1, 2]")
+    assert r.status_code == 400 and "is not JSON" in r.json()["error"]
+
+
+@pytest.mark.parametrize("doc,needle", [
+    ('{"traceEvents": [{"ph": "X", "dur": "abc", "ts": 1, "pid": 1, "tid": 1}]}', "cannot be read"),
+    ('{"traceEvents": [1, 2, 3]}', "cannot be read"),
+    ('{"traceEvents": [{"ph": "M", "pid": 1, "tid": 1, "name": "thread_name", "args": {"name": "x"}}]}',
+     "could not be read"),
+])
+def test_a_trace_of_the_wrong_shape_is_400_not_500(apps, doc, needle):
+    r = _post(apps[0], "odd.json", doc.encode())
+    assert r.status_code == 400 and needle in r.json()["error"] and "/tmp" not in r.json()["error"]
+
+
+def test_an_upload_over_the_limit_stops_and_leaves_nothing(apps, settings, store_dir):
+    settings.max_upload_bytes = 2**20
+    r = _post(apps[0], "big.json", b"{" + b" " * 5_000_000 + b"}")  # refused on its Content-Length
+    assert r.status_code == 413 and "5 MiB, over the 1 MiB upload limit" in r.json()["error"]
+    r = _post(apps[0], "big.json", b"{" + b" " * (2**20 + 10_000) + b"}")  # refused as it streams in
+    assert r.status_code == 413 and "big.json is over the 1 MiB upload limit" in r.json()["error"]
+    assert not list(store_dir.glob("incoming/*"))
+
+
+def test_a_long_file_name_is_cut_in_messages(apps):
+    r = _post(apps[0], "x" * 5000 + ".json", b"nope")
+    assert r.status_code == 400 and len(r.json()["error"]) < 300
+
+
+def test_a_path_is_read_without_holding_the_file_in_python(tmp_path):
+    path = tmp_path / "big.json"
+    path.write_bytes(kineto.dumps(scenarios.get("launch-bound").instance(1, {"tokens": "10"}).trace(0)).encode())
+    assert path.stat().st_size > 10e6
+    tracemalloc.start()
+    try:
+        tr = importer.load(path)
+        _, peak_bytes = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert tr.fast_path and tr.events > 10_000
+    assert peak_bytes < path.stat().st_size / 10, f"{peak_bytes / 1e6:.1f} MB of Python objects"
+
+
+@pytest.mark.parametrize("depth,parsed", [(3, True), (300, False), (200_000, False)])
+def test_deeply_nested_args_come_back_as_text_not_a_500(apps, depth, parsed):
+    a, b = apps
+    args = '{"a":' * depth + "1" + "}" * depth
+    doc = ('{\n  "traceEvents": [\n  {"ph": "X", "cat": "cpu_op", "name": "deep", "pid": 1, "tid": 1, "ts": 1, '
+           f'"dur": 2, "args": {args}}}\n  ]\n}}')  # laid out as Kineto writes it: DuckDB reads the events
+    up = _post(a, f"deep{depth}.json", doc.encode())
+    assert up.status_code == 200, up.text
+    src = b.post(f"/api/traces/{up.json()['id']}/sql", json={"query": "SELECT id FROM slice WHERE name = 'deep'"})
+    r = b.get(f"/api/traces/{up.json()['id']}/slices/{src.json()['rows'][0][0]}")
+    assert r.status_code == 200 and r.json()["name"] == "deep"
+    got = r.json()["args"]
+    assert (json.dumps(got, separators=(",", ":")) == args) if parsed else (got.replace(" ", "") == args)
+    assert b.get(f"/api/traces/{up.json()['id']}/slices/{2**70}").status_code == 404
+    minified = _post(a, "minified.json", doc.replace("\n", "").encode())  # orjson's way: it reads, cannot write
+    assert minified.status_code == (200 if parsed else 400), minified.text
+
+
+WRITES = ["EXPLAIN ANALYZE UPDATE events SET name = 'pwned'",
+          "WITH x AS (INSERT INTO events (idx, name) VALUES (-1, 'pwned') RETURNING *) SELECT * FROM x",
+          "EXPLAIN ANALYZE CREATE TABLE big AS SELECT * FROM range(100000000)",
+          "DELETE FROM slice", "DROP TABLE slice", "COPY slice TO '/tmp/leak.csv'", "ATTACH '/tmp/x.db' AS x"]
+
+
+@pytest.mark.parametrize("query", WRITES)
+def test_every_write_is_403_and_the_upload_is_unchanged(apps, uploaded, query):
+    a, b = apps
+    count = {"query": "SELECT count(*), min(name), max(name), (SELECT count(*) FROM slice) FROM events"}
+    before = b.post(f"/api/traces/{uploaded}/sql", json=count).json()
+    r = a.post(f"/api/traces/{uploaded}/sql", json={"query": query})
+    assert r.status_code == 403 and "\n" not in r.json()["error"]
+    assert b.post(f"/api/traces/{uploaded}/sql", json=count).json() == before
+
+
+def test_big_cells_are_truncated_at_the_byte_limit_quickly(apps, uploaded):
+    t0 = time.perf_counter()
+    r = apps[0].post(f"/api/traces/{uploaded}/sql", json={"query": "SELECT repeat('x', 1000000) FROM range(1000)"})
+    assert r.status_code == 200 and r.json()["truncated"] and time.perf_counter() - t0 < 3
+    assert len(r.content) <= get_settings().sql_max_bytes + 1000
+
+
+def test_a_long_query_is_interrupted_within_the_limit(apps, uploaded, settings):
+    settings.sql_timeout_s = 1
+    t0 = time.perf_counter()
+    r = apps[0].post(f"/api/traces/{uploaded}/sql",
+                     json={"query": "SELECT count(*) FROM range(1000000000000) a, range(1000) b"})
+    assert r.status_code == 400 and r.json()["error"].startswith("interrupted after 1 s")
+    assert time.perf_counter() - t0 < 2
+
+
+def test_nan_and_infinity_cells_come_back_as_json(apps, uploaded):
+    r = apps[1].post(f"/api/traces/{uploaded}/sql",
+                     json={"query": "SELECT 'nan'::DOUBLE AS a, 'inf'::DOUBLE AS b, ['-inf'::DOUBLE] AS c, '\\xFF'::BLOB AS d"})
+    assert r.status_code == 200 and r.json()["rows"] == [[None, "Infinity", [None], "b'\\xff'"]]
+
+
+def test_past_the_sql_concurrency_limit_the_answer_is_429(apps, uploaded, settings):
+    settings.max_concurrent_sql, settings.sql_timeout_s = 1, 2
+    a, b = apps
+    slow_query = {"query": "SELECT count(*) FROM range(1000000000000) a, range(1000) b"}
+    slow = {}
+    thread = threading.Thread(target=lambda: slow.update(r=a.post(f"/api/traces/{uploaded}/sql", json=slow_query)))
+    thread.start()
+    time.sleep(0.3)  # the slow query holds the one slot (a probe sent at once could take it first)
+    busy = None
+    t0 = time.perf_counter()
+    while thread.is_alive() and busy is None and time.perf_counter() - t0 < 1.5:
+        r = b.post(f"/api/traces/{uploaded}/sql", json={"query": "SELECT 1"})
+        busy = r if r.status_code == 429 else None
+    thread.join()
+    assert slow["r"].status_code == 400 and "interrupted" in slow["r"].json()["error"]
+    assert busy is not None and "already running" in busy.json()["error"] and busy.headers["retry-after"]
+
+
+def _multipart(name: str, content: bytes) -> tuple[bytes, str]:
+    boundary = "tracedojo-test-boundary"
+    body = (f'--{boundary}\r\nContent-Disposition: form-data; name="trace"; filename="{name}"\r\n'
+            f"Content-Type: application/octet-stream\r\n\r\n").encode() + content + f"\r\n--{boundary}--\r\n".encode()
+    return body, f"multipart/form-data; boundary={boundary}"
+
+
+def _post_url(url: str, name: str, content: bytes, timeout_s: float = 300) -> tuple[int, dict, dict]:
+    body, ctype = _multipart(name, content)
+    req = urllib.request.Request(url, data=body, headers={"Content-Type": ctype}, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as r:
+            return r.status, json.loads(r.read()), dict(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read()), dict(e.headers)
+
+
+def test_a_parse_in_progress_does_not_hold_other_requests(tmp_path, monkeypatch):
+    """A real server: while a 245k-event trace is imported, the home page's JSON still
+    answers at once, and a second upload finds the queue full (503, Retry-After)."""
+    monkeypatch.setenv("TRACEDOJO_UPLOADS_DIR", str(tmp_path / "uploads"))
+    monkeypatch.setenv("TRACEDOJO_MAX_QUEUED_IMPORTS", "0")
+    big = kineto.dumps(scenarios.get("launch-bound").instance(1, {"tokens": "60"}).trace(0)).encode()
+    with running_server(tmp_path) as base:
+        urllib.request.urlopen(base + "/index.json", timeout=30).read()  # the instances it lists, built once
+        result = {}
+        upload = threading.Thread(target=lambda: result.update(
+            zip(("status", "body", "headers"), _post_url(base + "/api/traces", "big.json", big))))
+        t0 = time.perf_counter()
+        upload.start()
+        time.sleep(1.0)  # the body is sent and the import under way
+        latencies_s = []
+        for _ in range(5):
+            t = time.perf_counter()
+            urllib.request.urlopen(base + "/index.json", timeout=10).read()
+            latencies_s.append(time.perf_counter() - t)
+            time.sleep(0.2)
+        busy = _post_url(base + "/api/traces", "small.json", b'{"traceEvents": []}')
+        still_parsing = upload.is_alive()
+        upload.join(300)
+        took_s = time.perf_counter() - t0
+    assert result["status"] == 200 and result["body"]["events"] == len(json.loads(big)["traceEvents"]), result
+    assert still_parsing, f"the import ended before the GETs were timed ({took_s:.1f} s)"
+    assert max(latencies_s) < 0.5, latencies_s
+    assert busy[0] == 503 and "try again" in busy[1]["error"] and int(busy[2]["retry-after"]) > 0
+    print(f"245k-event upload imported in {took_s:.1f} s; GET /index.json meanwhile: "
+          f"{', '.join(f'{x * 1e3:.0f}' for x in latencies_s)} ms")
