@@ -277,7 +277,10 @@ def make_key(scn: Scenario, params: ScenarioParams, seed: SeedLabel, *, brief: s
         "brief": brief, "observations": observations, "discipline": discipline,
         "root_cause": root_cause, "traps": traps, "decisive_measurement": decisive_measurement,
         "confirmation": confirmation, "fix": fix, "expected": expected,
-        "model_answer": model_answer, "marks": marks or {},
+        # plain floats: a numpy float64 here made the report's "ok" a numpy bool, which the
+        # database's JSON column refused (a 500 on submit)
+        "model_answer": model_answer,
+        "marks": {k: {f: float(v) for f, v in m.items()} for k, m in (marks or {}).items()},
     }
 
 

@@ -124,3 +124,16 @@ def test_the_unload_beacon_saves_the_last_words(client):
                     headers={"Content-Type": "text/plain"})
     assert r.status_code == 204
     assert client.get(f"/api/attempts/{a['id']}").json()["narration"] == "Step is 509 ms"
+
+
+@pytest.mark.parametrize("sid", list(scenarios.REGISTRY))
+def test_a_round_with_both_marks_submits_on_every_scenario(client, sid):
+    """Straggler and prefill keys held numpy floats: the report's "ok" became a numpy bool
+    and the submit was a 500 (found by python -m bench load)."""
+    a = client.post("/api/attempts", json={"scenario": sid}).json()
+    gap = {"start_us": 1.0, "end_us": 2.0}
+    assert client.put(f"/api/attempts/{a['id']}/marks", json={"step": gap, "gap": gap}).status_code == 200
+    client.put(f"/api/attempts/{a['id']}/narration", json={"narration": "Step is 600 ms."})
+    r = client.post(f"/api/attempts/{a['id']}/submit")
+    assert r.status_code == 200, r.text
+    assert client.get(f"/api/attempts/{a['id']}").json()["report"]["marks"]["gap"]["ok"] is False
