@@ -160,3 +160,70 @@ def test_missing_file_is_named():
     with pytest.raises(TraceImportError) as e:
         importer.load("/nonexistent/trace.json")
     assert "no such trace file" in _one_line(e.value)
+
+
+def _kineto_text(*events: str) -> bytes:
+    """Events as JSON text in torch.profiler's layout, which DuckDB reads directly: it
+    takes NaN and Infinity tokens that orjson (the minified path) refuses."""
+    return ('{\n  "schemaVersion": 1,\n  "traceEvents": [\n  ' + ",\n  ".join(events) + "\n  ]\n}").encode()
+
+
+def _kernel(**fields) -> str:
+    ev = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1000, "dur": 5,
+          "args": {"stream": 7, "correlation": 1}}
+    return json.dumps({**ev, **fields})
+
+
+@pytest.mark.parametrize("field,token,needle", [
+    ("ts", "1e308", "has ts 1e+308 µs, beyond ±4e+15 µs"),
+    ("ts", "-1e308", "has ts -1e+308 µs, beyond ±4e+15 µs"),
+    ("ts", "1e30", "has ts 1e+30 µs, beyond ±4e+15 µs"),
+    ("ts", "Infinity", "has a ts that is not a finite JSON number"),
+    ("ts", "NaN", "has a ts that is not a finite JSON number"),
+    ("ts", '"NaN"', "has a ts that is not a finite JSON number"),
+    ("dur", "1e308", "has dur 1e+308 µs, over 1e+12 µs"),
+    ("dur", "-1e308", "has a negative dur, -1e+308 µs"),
+    ("dur", "1e30", "has dur 1e+30 µs, over 1e+12 µs"),
+    ("dur", "Infinity", "has a dur that is not a finite JSON number"),
+    ("dur", '"five"', "has a dur that is not a finite JSON number"),
+    ("dur", '"5"', "has a dur that is not a finite JSON number"),
+    ("dur", "null", 'is a complete ("X") event without a dur'),
+    ("name", "null", 'is a complete ("X") event without a name'),
+])
+def test_absurd_fields_are_refused_naming_the_event(field, token, needle):
+    odd = _kernel(**{field: "@"}).replace('"@"', token)
+    with pytest.raises(TraceImportError) as e:
+        importer.load(_kineto_text(_kernel(), odd))
+    msg = _one_line(e.value)
+    assert msg.startswith("upload: event 1") and needle in msg
+
+
+@pytest.mark.parametrize("layout", ["kineto", "minified"])
+@pytest.mark.parametrize("odd", ["3", '"x"', "null", "[1, 2]", "{}",
+                                 '{"cat": "kernel", "name": "k", "ts": 1, "dur": 1}'])
+def test_an_event_that_is_not_an_object_with_a_phase_is_refused(odd, layout):
+    raw = _kineto_text(_kernel(), odd)
+    if layout == "minified":
+        raw = json.dumps(json.loads(raw)).encode()
+    with pytest.raises(TraceImportError) as e:
+        importer.load(raw)
+    msg = _one_line(e.value)
+    assert msg.startswith("upload: event 1") and 'is not an object with a "ph"' in msg
+
+
+def test_a_trace_of_metadata_alone_is_refused():
+    meta = json.dumps({"name": "process_labels", "ph": "M", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}})
+    with pytest.raises(TraceImportError) as e:
+        importer.load(_kineto_text(meta, meta))
+    assert 'has no complete ("X") events' in _one_line(e.value)
+
+
+def test_a_refusal_quotes_at_most_80_characters_of_a_name():
+    with pytest.raises(TraceImportError) as e:
+        importer.load(_kineto_text(_kernel(name="\u0001" * 10_000, dur=-1)))
+    assert len(_one_line(e.value)) < 200
+
+
+def test_times_at_the_bounds_load():
+    tr = importer.load(_kineto_text(_kernel(ts=-4e15, dur=0), _kernel(ts=4e15, dur=1e12)))
+    assert tr.con.execute("SELECT min(ts), max(ts), max(dur) FROM events").fetchone() == (-4e15, 4e15, 1e12)

@@ -221,10 +221,10 @@ def test_leading_whitespace_is_refused_after_a_mebibyte(apps):
 
 
 @pytest.mark.parametrize("doc,needle", [
-    ('{"traceEvents": [{"ph": "X", "dur": "abc", "ts": 1, "pid": 1, "tid": 1}]}', "cannot be read"),
-    ('{"traceEvents": [1, 2, 3]}', "cannot be read"),
+    ('{"traceEvents": [{"ph": "X", "dur": "abc", "ts": 1, "pid": 1, "tid": 1}]}', "not a finite JSON number"),
+    ('{"traceEvents": [1, 2, 3]}', "not an object"),
     ('{"traceEvents": [{"ph": "M", "pid": 1, "tid": 1, "name": "thread_name", "args": {"name": "x"}}]}',
-     "could not be read"),
+     "no complete"),
 ])
 def test_a_trace_of_the_wrong_shape_is_400_not_500(apps, doc, needle):
     r = _post(apps[0], "odd.json", doc.encode())

@@ -157,10 +157,12 @@ def read(tr: ImportedTrace) -> dict:
     kern_us = [x for s in per_step for x in s["kernel_us"]]
     gap_us = [x for s in per_step for x in s["gaps_between_kernels_us"]]
     first = per_step[0]
+    span_ms = sum(s["period_ms"] for s in per_step)  # 0 when every window is an instant (steps that start together)
+    idle_pct = round(100 * sum(s["idle_ms"] for s in per_step) / span_ms, 2) if span_ms else None
     out["gaps"] = {
         "compute_stream": {"gpu": comp[0], "stream": comp[1]},
         "idle_ms_per_step": round(mean(s["idle_ms"] for s in per_step), 3),
-        "idle_pct": round(100 * sum(s["idle_ms"] for s in per_step) / sum(s["period_ms"] for s in per_step), 2),
+        "idle_pct": idle_pct,
         "largest_gap_ms": round(mean(s["largest_gap"]["ms"] for s in per_step), 3),
         "largest_gap_first_step": first["largest_gap"],
         "busy_meanwhile": busy_meanwhile(tr, g, first["largest_gap"]["start_us"], first["largest_gap"]["end_us"]),
@@ -179,7 +181,7 @@ def read(tr: ImportedTrace) -> dict:
         "kernels_per_step": round(mean(s["kernels"] for s in per_step), 2),
         "mean_kernel_us": round(mean_kernel, 3), "mean_gap_us": round(mean_gap, 3),
         "launch_delay_us": launch_delay_us(tr, g, on_comp & is_kernel),
-        "launch_bound": bool(mean_gap > mean_kernel and out["gaps"]["idle_pct"] > 50),
+        "launch_bound": bool(mean_gap > mean_kernel and idle_pct is not None and idle_pct > 50),
     }
     out["metrics"] = {
         "steps": len(st), "step_ms": out["steps"]["period_ms"] or 0.0,
@@ -187,7 +189,7 @@ def read(tr: ImportedTrace) -> dict:
         "compute_busy_ms": mean(s["busy_ms"] for s in per_step),
         "compute_idle_ms": mean(s["idle_ms"] for s in per_step),
         "max_gap_ms": mean(s["largest_gap"]["ms"] for s in per_step),
-        "busy_pct": 100 - out["gaps"]["idle_pct"],
+        "busy_pct": 100 - idle_pct if idle_pct is not None else None,
         "kernels_per_step": mean(s["kernels"] for s in per_step),
         "mean_kernel_us": mean_kernel, "mean_gap_us": mean_gap,
         "nccl_kernels_per_step": mean(s["comm_kernels"] for s in per_step),
@@ -212,11 +214,12 @@ def kernel_summary(g: dict, top: int = 10) -> dict:
                   key=lambda r: -r["total_us"])
     families: dict[str, float] = {}
     for r in rows:
-        fam = re.split(r"[(<]", r["name"].removeprefix("void "), maxsplit=1)[0].strip()
+        # a name that opens with its signature ("(anonymous namespace)::k", "<lambda>") is its own family
+        fam = re.split(r"[(<]", r["name"].removeprefix("void "), maxsplit=1)[0].strip() or r["name"]
         families[fam] = families.get(fam, 0.0) + r["total_us"]
     top_family = max(families, key=families.get) if families else None
-    return {"total_us": total, "top": rows[:top], "top_family": top_family,
-            "top_family_pct": round(100 * families[top_family] / total, 2) if top_family and total else None}
+    pct = round(100 * families[top_family] / total, 2) if top_family is not None and total else None
+    return {"total_us": total, "top": rows[:top], "top_family": top_family, "top_family_pct": pct}
 
 
 def launch_delay_us(tr: ImportedTrace, g: dict, mask: np.ndarray) -> float | None:
@@ -270,8 +273,10 @@ def read_ranks(traces: list[ImportedTrace]) -> dict:
         starts = [a[k] for a in arrivals]
         last = int(np.argmax(starts))
         late.append({"collective": k, "last_rank": last, "late_by_ms": round((max(starts) - min(starts)) / 1e3, 3)})
-    # Name ranks as the files do (distributedInfo.rank), else by their order.
-    ids = [t.meta.get("distributedInfo", {}).get("rank", i) for i, t in enumerate(traces)]
+    # Name ranks as the files do (distributedInfo.rank), else by their order; the file is
+    # the uploader's, so its rank is taken only where it is a number.
+    info = [t.meta.get("distributedInfo") for t in traces]
+    ids = [d["rank"] if isinstance(d, dict) and isinstance(d.get("rank"), int) else i for i, d in enumerate(info)]
     for x in late:
         x["last_rank"] = ids[x["last_rank"]]
     lasts = [x["last_rank"] for x in late]

@@ -7,6 +7,10 @@ def _ms(x) -> str:
     return "n/a" if x is None else f"{x:,.2f} ms"
 
 
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{x:.1f}%"
+
+
 def render(r: dict, hta: dict | None = None) -> str:
     lines = [f"{r['source']}: {r['events']:,} events"]
     st = r["steps"]
@@ -22,7 +26,7 @@ def render(r: dict, hta: dict | None = None) -> str:
     g = r["gaps"]
     cs = g["compute_stream"]
     lines.append(f"2. Gaps: compute stream {cs['stream']} on GPU {cs['gpu']} is idle {_ms(g['idle_ms_per_step'])} per "
-                 f"step ({g['idle_pct']:.1f}%); the largest gap averages {_ms(g['largest_gap_ms'])}.")
+                 f"step ({_pct(g['idle_pct'])}); the largest gap averages {_ms(g['largest_gap_ms'])}.")
     bm = g["busy_meanwhile"]
     if bm["cpu"]:
         top = bm["cpu"][0]
@@ -35,7 +39,7 @@ def render(r: dict, hta: dict | None = None) -> str:
     o = r["overlap"]
     if o["comm_kernels_per_step"]:
         lines.append(f"3. Overlap: {o['comm_kernels_per_step']:g} NCCL kernels per step, {_ms(o['comm_ms_per_step'])} "
-                     f"of comm, {_ms(o['exposed_comm_ms_per_step'])} exposed ({o['overlapped_pct']:.1f}% overlapped).")
+                     f"of comm, {_ms(o['exposed_comm_ms_per_step'])} exposed ({_pct(o['overlapped_pct'])} overlapped).")
     else:
         lines.append("3. Overlap: no communication kernels.")
     k = r["kernels"]
@@ -43,7 +47,7 @@ def render(r: dict, hta: dict | None = None) -> str:
         t = k["top"][0]
         lines.append(f"4. Longest kernel: {t['name'][:100]} — {t['time_pct']:.1f}% of kernel time, "
                      f"{t['instances']:,} instances, avg {t['avg_us']:,.1f} µs; top family {k['top_family']} "
-                     f"{k['top_family_pct']:.1f}%.")
+                     f"{_pct(k['top_family_pct'])}.")
     ln = r["launch"]
     verdict = "launch-bound: the gaps between kernels outweigh the kernels" if ln["launch_bound"] else "not launch-bound"
     lines.append(f"5. Launches: {ln['kernels_per_step']:,.0f} kernels per step, mean {ln['mean_kernel_us']:,.1f} µs, "

@@ -35,9 +35,19 @@ _CHUNK_BYTES = 1 << 20  # gzip input read, and output produced, per step
 
 # Columns read from each event; anything else stays in `args`/the raw line.
 # ts stays JSON until normalized: whether it was written as a float matters (HTA rounds
-# float timestamps to whole µs and leaves integer ones alone).
+# float timestamps to whole µs and leaves integer ones alone). dur too, so a string there
+# reaches _validate instead of failing the read. Every column takes any JSON value, so the
+# only record the reader cannot take is one that is not an object.
 _COLUMNS = ("{'ph': 'VARCHAR', 'cat': 'VARCHAR', 'name': 'VARCHAR', 'pid': 'JSON', 'tid': 'JSON', "
-            "'ts': 'JSON', 'dur': 'DOUBLE', 'args': 'JSON', 'id': 'JSON', 's': 'VARCHAR', 'bp': 'VARCHAR'}")
+            "'ts': 'JSON', 'dur': 'JSON', 'args': 'JSON', 'id': 'JSON', 's': 'VARCHAR', 'bp': 'VARCHAR'}")
+
+# Bounds of a time in a real trace, µs. ts counts from the Unix epoch (absolute files:
+# 1.7e15 in 2024) or from baseTimeNanoseconds (relative files: under a quarter, 8e12).
+# The SQL console and the viewer hold times as int64 ns, which end at 9.2e15 µs (2262);
+# ±4e15 µs (2096) leaves ts + dur inside that.
+MAX_TS_US = 4e15
+# A profiler window lasts seconds to minutes; 1e12 µs is 11.6 days.
+MAX_DUR_US = 1e12
 
 # PyTorch 1.8/1.9 category names and their current equivalents.
 _LEGACY_CATS = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel", "Memcpy": "gpu_memcpy",
@@ -215,6 +225,7 @@ def load(source: str | Path | bytes, *, max_bytes: int = DEFAULT_MAX_BYTES,
     if not isinstance(meta, dict):
         raise TraceImportError(f"{name} is JSON but not a trace object")
     _normalize(con)
+    _validate(con, name)
     n = con.execute("SELECT count(*) FROM events").fetchone()[0]
     missing = con.execute("SELECT count(*), any_value(name) FROM events WHERE ts IS NULL AND ph NOT IN ('M')"
                           ).fetchone()
@@ -248,8 +259,11 @@ def _read_array(con: duckdb.DuckDBPyConnection, array: bytes | memoryview, tmp_d
         fh.write(array)
         path = fh.name
     try:
+        # ignore_errors: a record that is not an object (a number, a string, an array) reads
+        # as a row of NULLs, for _validate to name, rather than failing the read. Parse
+        # errors still fail: the array format cannot skip them.
         con.execute(f"CREATE OR REPLACE TEMP TABLE raw_events AS SELECT * FROM read_json(?, format='array', "
-                    f"columns={_COLUMNS}, maximum_object_size=67108864)", [path])
+                    f"columns={_COLUMNS}, maximum_object_size=67108864, ignore_errors=true)", [path])
     finally:
         os.unlink(path)
 
@@ -284,6 +298,9 @@ def _normalize(con: duckdb.DuckDBPyConnection) -> None:
     pid/tid as text (legacy files use strings such as "stream 7"); `stream` from
     args.stream or the legacy tid; `correlation` and `external_id` from args (legacy
     files spell it "external id"); legacy categories mapped to today's names.
+    ts and dur are doubles where the file wrote a JSON number, NULL where it wrote none
+    (or null), and NaN where it wrote anything else ("5", true, {}), so that _validate
+    refuses those with the non-finite numbers.
     """
     cats = " ".join(f"WHEN '{k}' THEN '{v}'" for k, v in _LEGACY_CATS.items())
     con.execute(f"""
@@ -292,7 +309,7 @@ def _normalize(con: duckdb.DuckDBPyConnection) -> None:
                ph, CASE cat {cats} ELSE cat END AS cat, name,
                CASE WHEN json_type(pid) = 'VARCHAR' THEN pid ->> '$' ELSE CAST(pid AS VARCHAR) END AS pid,
                CASE WHEN json_type(tid) = 'VARCHAR' THEN tid ->> '$' ELSE CAST(tid AS VARCHAR) END AS tid,
-               TRY_CAST(ts AS DOUBLE) AS ts, json_type(ts) = 'DOUBLE' AS ts_float, dur,
+               {_number('ts')} AS ts, json_type(ts) = 'DOUBLE' AS ts_float, {_number('dur')} AS dur,
                COALESCE(TRY_CAST(args ->> 'stream' AS BIGINT),
                         TRY_CAST(regexp_extract(tid ->> '$', '^stream (\\d+)', 1) AS BIGINT)) AS stream,
                TRY_CAST(args ->> 'correlation' AS BIGINT) AS correlation,
@@ -301,3 +318,52 @@ def _normalize(con: duckdb.DuckDBPyConnection) -> None:
         FROM raw_events
     """)
     con.execute("DROP TABLE raw_events")
+
+
+def _number(col: str) -> str:
+    """SQL for a JSON value as a time (see _normalize)."""
+    return (f"CASE WHEN json_type({col}) IN ('BIGINT', 'UBIGINT', 'DOUBLE') THEN CAST({col} AS DOUBLE) "
+            f"WHEN json_type({col}) <> 'NULL' THEN 'NaN'::DOUBLE END")
+
+
+def _validate(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Refuse what no real trace holds and the analyses cannot take, naming the first event
+    at fault: an event that is not an object with a phase; a ts or dur that is not a finite
+    number or lies outside MAX_TS_US/MAX_DUR_US; a negative dur (interval arithmetic takes
+    end >= start); a complete event without the name or dur every reader needs. Then a
+    trace without a single complete event: metadata alone has nothing to analyse."""
+    bad = con.execute(f"""
+        SELECT idx, name, ts, dur, problem FROM (
+            SELECT idx, name, ts, dur, CASE
+                WHEN ph IS NULL THEN 'ph'
+                WHEN NOT isfinite(ts) THEN 'ts'
+                WHEN abs(ts) > {MAX_TS_US} THEN 'ts_far'
+                WHEN NOT isfinite(dur) THEN 'dur'
+                WHEN dur < 0 THEN 'dur_negative'
+                WHEN dur > {MAX_DUR_US} THEN 'dur_long'
+                WHEN ph = 'X' AND dur IS NULL THEN 'no_dur'
+                WHEN ph = 'X' AND name IS NULL THEN 'no_name'
+            END AS problem FROM events)
+        WHERE problem IS NOT NULL ORDER BY idx LIMIT 1""").fetchone()
+    if bad:
+        idx, ev, ts, dur, problem = bad
+        what = {
+            "ph": 'is not an object with a "ph" (phase)',
+            "ts": "has a ts that is not a finite JSON number",
+            "ts_far": f"has ts {ts!r} µs, beyond ±{MAX_TS_US:g} µs (the year 2096)",
+            "dur": "has a dur that is not a finite JSON number",
+            "dur_negative": f"has a negative dur, {dur!r} µs",
+            "dur_long": f"has dur {dur!r} µs, over {MAX_DUR_US:g} µs (11.6 days)",
+            "no_dur": 'is a complete ("X") event without a dur',
+            "no_name": 'is a complete ("X") event without a name',
+        }[problem]
+        label = f"event {idx:,}" + (f" ({_quote(ev)})" if ev else "")
+        raise TraceImportError(f"{name}: {label} {what}")
+    if not con.execute("SELECT 1 FROM events WHERE ph = 'X' LIMIT 1").fetchone():
+        raise TraceImportError(f'{name} has no complete ("X") events: nothing to analyse')
+
+
+def _quote(text: str, limit: int = 80) -> str:
+    """A name from the file as one line (repr escapes newlines) of about `limit` characters."""
+    r = repr(text[:limit])
+    return r if len(text) <= limit and len(r) <= limit else r[:limit] + "…"

@@ -72,7 +72,8 @@ def from_import(tr) -> Slices:
     con = tr.con
     con.execute(f"""
         CREATE OR REPLACE TEMP VIEW tl_rows AS
-        SELECT pid, CASE WHEN cat IN {GPU_CATS} AND stream IS NOT NULL THEN CAST(stream AS VARCHAR) ELSE tid END AS tid,
+        SELECT coalesce(pid, '') AS pid, CASE WHEN cat IN {GPU_CATS} AND stream IS NOT NULL
+                                              THEN CAST(stream AS VARCHAR) ELSE coalesce(tid, '') END AS tid,
                coalesce(cat, '') AS cat, coalesce(name, '') AS name, ts, dur, cat IN {GPU_CATS} AS gpu,
                cat IN ('cuda_runtime', 'cuda_driver') AS api, correlation, idx
         FROM events WHERE ph = 'X' AND ts IS NOT NULL AND dur IS NOT NULL""")
@@ -84,14 +85,16 @@ def from_import(tr) -> Slices:
                dense_rank() OVER (ORDER BY pid, tid, gpu, api) - 1 AS key_id, ts, dur, correlation, idx
         FROM tl_rows ORDER BY ts""").fetchnumpy()
     # Processes: host ones first, then GPUs, each in numeric order where they are numbers.
-    procs = sorted({(p, bool(g)) for p, _, g, _ in keys}, key=lambda pg: (pg[1], _num(pg[0] or "")))
+    procs = sorted({(p, bool(g)) for p, _, g, _ in keys}, key=lambda pg: (pg[1], _num(pg[0])))
     code: dict[str, int] = {}
     for p, _ in procs:
         code.setdefault(p, len(code))
     tid_code: dict[str, int] = {}
-    for i, (_, t, _, _) in enumerate(sorted(keys, key=lambda k: _num(k[1] or ""))):
-        n = _num(t or "")
-        tid_code.setdefault(t, n[1] if n[0] == 0 else TEXT_TID + i)  # text tids ("PyTorch Profiler") sort last
+    for i, (_, t, _, _) in enumerate(sorted(keys, key=lambda k: _num(k[1]))):
+        n = _num(t)
+        # text tids ("PyTorch Profiler") sort last, and so do numbers past TEXT_TID, which would
+        # collide with their codes (or overflow int64)
+        tid_code.setdefault(t, n[1] if n[0] == 0 and n[1] < TEXT_TID else TEXT_TID + i)
     key_pid = np.array([code[p] for p, _, _, _ in keys], np.int64)
     key_tid = np.array([tid_code[t] for _, t, _, _ in keys], np.int64)
     key_gpu = np.array([bool(g) for _, _, g, _ in keys])
