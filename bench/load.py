@@ -164,7 +164,6 @@ class Attempt:
     marks_acked: bool = False
     runs_sent: int = 0
     runs_acked: int = 0
-    submit_sent: bool = False
     submitted: bool = False
 
 
@@ -178,7 +177,6 @@ class Load:
         self.attempts: list[Attempt] = []
         self.rounds_started = self.rounds_done = 0
         self.uploads: list[tuple[float, float, int]] = []  # big uploads: (t0, t1, status)
-        self.first_upload = asyncio.Event()
         self.loop_lag: list[float] = []
         self.clients: list[httpx.AsyncClient] = []  # kept open for the read-back after the load
 
@@ -284,7 +282,6 @@ class Load:
         if not await self.think():
             return False
         text += " That is my read."
-        a.submit_sent = True
         r = await self.call(c, "POST /api/attempts/{id}/submit", "POST", f"/api/attempts/{a.id}/submit",
                             json={"narration": text})
         a.submitted = r is not None and r.status_code == 200
@@ -301,7 +298,6 @@ class Load:
                 r = await self.call(c, BIG_UPLOAD, "POST", "/api/traces",
                                     files={"trace": (f"launch-bound-{n}.json.gz", variant(gz, n), "application/gzip")})
                 self.uploads.append((t0, self.now(), r.status_code if r is not None else 0))
-                self.first_upload.set()
                 n += 1
 
     async def sql_client(self, gz: bytes) -> None:
