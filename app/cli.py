@@ -14,7 +14,6 @@ from app.instances import parse_params, parse_seed
 from app.scenario import InstanceError
 
 
-
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, not argparse's usage block
         sys.stderr.write(f"tracedojo: error: {message}\n")

@@ -22,6 +22,10 @@ MAX_SEED = 2**53 - 1
 _DIGITS = re.compile(r"[0-9]{1,16}")  # ASCII only: int() also takes "+7", " 5", "5_000", "٥"
 
 
+class UnknownScenario(InstanceError):
+    """No scenario by that id (HTTP 404)."""
+
+
 def parse_seed(raw: str | None, canonical: bool = False) -> SeedLabel:
     """`canonical`, or a seed written as plain ASCII digits within [0, MAX_SEED]."""
     if canonical:
@@ -73,7 +77,3 @@ def instance(sid: str, seed: SeedLabel, overrides: dict[str, str] | None = None)
     budget = get_settings().max_instance_events
     key = (sid, scenarios.get(sid).version, seed, tuple(sorted((overrides or {}).items())))
     return _cache().get(key, lambda: scenarios.get(sid).instance(seed, dict(overrides or {}), budget))
-
-
-class UnknownScenario(InstanceError):
-    """No scenario by that id (HTTP 404)."""

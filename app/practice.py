@@ -16,8 +16,8 @@ of two racing submits exactly one wins, and nothing changes after it.
 from __future__ import annotations
 
 import secrets
-from urllib.parse import urlencode
 from datetime import datetime, timezone
+from urllib.parse import urlencode
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 import scenarios
-from tests.server import running_server
+from tests.server import running_server, wait_until
 
 BIG = "/scenarios/launch-bound/0?tokens=303"  # 1,092,921 slices (seed 0)
 
@@ -28,7 +28,7 @@ def _first_paint(browser, url: str):
     ctx = browser.new_context(viewport={"width": 1280, "height": 800})
     page = ctx.new_page()
     page.goto(url + ("&" if "?" in url else "?") + "testing=1")
-    page.wait_for_function("window.timelineTest && window.timelineTest.stats.firstPaintMs !== null", timeout=60000)
+    wait_until(page, "window.timelineTest && window.timelineTest.stats.firstPaintMs !== null", timeout=60000)
     ms = page.evaluate("window.timelineTest.stats.firstPaintMs")
     count = page.evaluate("window.timelineTest.visibleSliceCount()")
     return ctx, page, ms, count

@@ -74,3 +74,13 @@ def running_server(data_dir: Path, workers: int = 1, env: dict | None = None):
         yield server.base
     finally:
         server.stop()
+
+
+def wait_until(page, expression: str, timeout: float = 30000) -> None:
+    """Playwright's wait_for_function, polled with evaluate: its own polling evaluates a
+    string in the page, which the server's CSP (no 'unsafe-eval') refuses."""
+    deadline = time.monotonic() + timeout / 1000
+    while not page.evaluate(expression):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not true within {timeout / 1000:g} s: {expression}")
+        time.sleep(0.02)

@@ -12,7 +12,7 @@ import pytest
 
 import scenarios
 from app.scenario import observation
-from tests.server import running_server
+from tests.server import running_server, wait_until
 
 CHROMIUM = Path("/usr/bin/chromium")
 pw = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e .[test])")
@@ -38,6 +38,8 @@ def page(browser):
     pg = browser.new_page(viewport={"width": 1280, "height": 800})
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
+    # the server's CSP is enforced here as in any browser: a violation is a broken page
+    pg.on("console", lambda m: "Content Security Policy" in m.text and errors.append(m.text))
     yield pg
     pg.close()
     assert not errors, f"JavaScript errors: {errors}"
@@ -46,7 +48,7 @@ def page(browser):
 def open_viewer(page, server, path: str):
     page.goto(f"{server}{path}{'&' if '?' in path else '?'}testing=1")
     try:
-        page.wait_for_function("window.timelineTest !== undefined", timeout=20000)
+        wait_until(page, "window.timelineTest !== undefined", timeout=20000)
     except Exception:
         print("STATUS", page.locator("[data-status]").inner_text(), page.url)
         raise
@@ -135,7 +137,7 @@ def test_a_measurement_runs_beside_the_timeline(page, server):
     runs = page.evaluate("window.tracedojoRuns()")
     assert [r["tool"] for r in runs] == ["nsys-api-sum"] and runs[0]["since_open_s"] >= 0
     page.reload()
-    page.wait_for_function("window.tracedojoRuns !== undefined")
+    wait_until(page, "window.tracedojoRuns !== undefined")
     assert len(page.evaluate("window.tracedojoRuns()")) == 1, "runs survive a reload"
     assert "nsys-api-sum" in page.locator("[data-tool-runs]").inner_text()
 
@@ -232,7 +234,7 @@ def test_a_whole_practice_round(page, server):
     page.evaluate("window.timelineTest.idle()")
     drag(page, g0, g1, "stream 7")
     page.get_by_role("button", name="Mark the gap").click()
-    page.wait_for_function("Object.keys(window.tracedojoPractice.marks()).length === 2")
+    wait_until(page, "Object.keys(window.tracedojoPractice.marks()).length === 2")
     # run a measurement, then narrate
     page.select_option("#tool-select", label=next(o for o in page.locator("#tool-select option").all_inner_texts()
                                                   if o.startswith("nsys-kern-sum")))

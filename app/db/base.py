@@ -230,14 +230,14 @@ def _migration_lock(url: str, data_dir: Path) -> Iterator[None]:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             if make_url(url).get_backend_name() == "postgresql":
-                engine = create_engine(url)
-                with engine.connect() as conn:
-                    conn.execute(text("SELECT pg_advisory_lock(7271)"))  # 7271: Trace Dojo's migration lock
-                    try:
+                engine = create_engine(url, poolclass=NullPool)
+                try:
+                    # the lock is the session's: it goes when this connection closes, even on a crash
+                    with engine.connect() as conn:
+                        conn.execute(text("SELECT pg_advisory_lock(7271)"))  # 7271: Trace Dojo's migration lock
                         yield
-                    finally:
-                        conn.execute(text("SELECT pg_advisory_unlock(7271)"))
-                engine.dispose()
+                finally:
+                    engine.dispose()
             else:
                 yield
         finally:

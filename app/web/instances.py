@@ -15,7 +15,7 @@ from fastapi.responses import Response
 from app import instances
 from app.config import get_settings
 from app.lru import ByteLRU
-from app.scenario import Instance, InstanceError, InstanceTooLarge
+from app.scenario import Instance, InstanceError
 from app.trace import kineto
 from app.web import timeline
 
@@ -36,9 +36,7 @@ def http(fn):
         return fn()
     except instances.UnknownScenario as e:
         raise HTTPException(404, str(e)) from None
-    except InstanceTooLarge as e:
-        raise HTTPException(400, str(e)) from None
-    except InstanceError as e:
+    except InstanceError as e:  # a bad seed or param, or past the event budget
         raise HTTPException(400, str(e)) from None
 
 
