@@ -28,3 +28,19 @@ def database_url(request, tmp_path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'tracedojo.db'}"
     return postgres.fresh_database()
+
+
+def sqlite_app(tmp_path_factory, name: str):
+    """The app on a fresh SQLite file, with a fixed identity key, for a module's tests
+    through TestClient (settings and the signer are cached per process: cleared here)."""
+    import os
+
+    from app.config import get_settings
+    from app.identity import _signer
+    from app.web.main import create_app
+
+    os.environ["DATABASE_URL"] = f"sqlite:///{tmp_path_factory.mktemp('db') / f'{name}.db'}"
+    os.environ["TRACEDOJO_SECRET_KEY"] = "test-secret"
+    get_settings.cache_clear()
+    _signer.cache_clear()
+    return create_app()

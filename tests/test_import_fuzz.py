@@ -262,3 +262,39 @@ def test_real_traces_pass_validation_and_the_pipeline(name):
 @pytest.mark.parametrize("sid", list(scenarios.REGISTRY))
 def test_every_scenario_export_passes_validation_and_the_pipeline(sid):
     assert pipeline(kineto.dumps(scenarios.get(sid).instance(0).trace(0), "x").encode())["kernels"]["top"]
+
+
+@pytest.fixture(scope="module")
+def upload_client(tmp_path_factory):
+    """The app with its own upload store (imports run in its separate import process)."""
+    import os
+
+    from fastapi.testclient import TestClient
+
+    from app.config import get_settings
+
+    tmp = tmp_path_factory.mktemp("fuzz")
+    os.environ["DATABASE_URL"] = f"sqlite:///{tmp / 'fuzz.db'}"
+    os.environ["TRACEDOJO_UPLOADS_DIR"] = str(tmp / "uploads")
+    get_settings.cache_clear()
+    from app.web.main import create_app
+
+    with TestClient(create_app()) as c:
+        yield c
+    os.environ.pop("TRACEDOJO_UPLOADS_DIR")
+    get_settings.cache_clear()
+
+
+# Fewer examples than above: each goes through HTTP, multipart and the import process.
+@settings(max_examples=25, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.function_scoped_fixture])
+@given(events=mutated(), top=tops, compress=st.booleans())
+def test_the_upload_route_answers_400_or_a_read_never_500(upload_client, events, top, compress):
+    raw = document(events, top=top, compress=compress)
+    r = upload_client.post("/api/traces", files={"trace": ("fuzz.json", raw, "application/octet-stream")})
+    assert r.status_code in (200, 400), (r.status_code, r.text[:300])
+    if r.status_code == 400:
+        assert set(r.json()) == {"error"} and "\n" not in r.json()["error"]
+    else:
+        assert r.json()["id"] and upload_client.get(r.json()["url"] + ".json").status_code == 200

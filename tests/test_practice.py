@@ -3,26 +3,17 @@ browser identity; the key absent until submission; bad input refused with a reas
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from fastapi.testclient import TestClient
 
 import scenarios
 from tests.calibration import READS
+from tests.conftest import sqlite_app
 
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
-    os.environ["DATABASE_URL"] = f"sqlite:///{tmp_path_factory.mktemp('db') / 'practice.db'}"
-    os.environ["TRACEDOJO_SECRET_KEY"] = "test-secret"
-    from app.config import get_settings
-    from app.identity import _signer
-    from app.web.main import create_app
-
-    get_settings.cache_clear()
-    _signer.cache_clear()
-    return create_app()
+    return sqlite_app(tmp_path_factory, "practice")
 
 
 @pytest.fixture

@@ -6,26 +6,18 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 
 import pytest
 from fastapi.testclient import TestClient
 
 import scenarios
 from app import tools
+from tests.conftest import sqlite_app
 
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
-    os.environ["DATABASE_URL"] = f"sqlite:///{tmp_path_factory.mktemp('db') / 'secrecy.db'}"
-    os.environ["TRACEDOJO_SECRET_KEY"] = "test-secret"
-    from app.config import get_settings
-    from app.identity import _signer
-    from app.web.main import create_app
-
-    get_settings.cache_clear()
-    _signer.cache_clear()
-    with TestClient(create_app()) as c:
+    with TestClient(sqlite_app(tmp_path_factory, "secrecy")) as c:
         yield c
 
 

@@ -3,7 +3,6 @@ route, and bad input answered with a clear 4xx (never a 500, never kilobytes ech
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from pathlib import Path
@@ -12,21 +11,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.config import ROOT
+from tests.conftest import sqlite_app
 
 SITE = "http://testserver"
 
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
-    os.environ["DATABASE_URL"] = f"sqlite:///{tmp_path_factory.mktemp('db') / 'security.db'}"
-    os.environ["TRACEDOJO_SECRET_KEY"] = "test-secret"
-    from app.config import get_settings
-    from app.identity import _signer
-    from app.web.main import create_app
-
-    get_settings.cache_clear()
-    _signer.cache_clear()
-    return create_app()
+    return sqlite_app(tmp_path_factory, "security")
 
 
 @pytest.fixture
