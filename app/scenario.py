@@ -194,22 +194,20 @@ class Scenario:
         every rank counted, pass that many events, before the work and memory they would take."""
         params = self.params_for(seed, overrides)
         budget = EventBudget(max_events) if max_events is not None else None
-        with _within(budget, params):
+        with _within(budget, overrides):
             built = self.build(params, self.rng(seed, 1), seed)
-        return Instance(self, seed, params, built, budget)
+        return Instance(self, seed, params, built, budget, dict(overrides or {}))
 
 
 @contextmanager
-def _within(budget: EventBudget | None, params: "ScenarioParams"):
+def _within(budget: EventBudget | None, overrides: dict[str, Any] | None):
     try:
         with spending(budget):
             yield
     except EventBudgetExceeded:
-        changed = {k: v for k, v in params.model_dump().items() if v != type(params)().model_dump().get(k)}
-        hint = f" (params {', '.join(f'{k}={v}' for k, v in changed.items())})" if changed else ""
-        raise InstanceTooLarge(f"this instance would hold over {budget.limit:,} events{hint}, past the "
-                               f"{budget.limit:,}-event budget for a request; ask for fewer steps, "
-                               f"tokens or iterations") from None
+        asked = f" with {', '.join(f'{k}={v}' for k, v in overrides.items())}" if overrides else ""
+        raise InstanceTooLarge(f"this instance{asked} would hold over {budget.limit:,} events, the budget for a "
+                               f"request; ask for fewer steps, tokens or iterations") from None
 
 
 @dataclass
@@ -219,6 +217,7 @@ class Instance:
     params: ScenarioParams
     built: Built
     budget: EventBudget | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
     _traces: dict[int, Trace] = field(default_factory=dict)
 
     @property
@@ -238,7 +237,7 @@ class Instance:
             raise InstanceError(f"rank {rank} is outside this instance's {self.ranks} exported "
                                 f"rank(s): valid ranks 0 to {self.ranks - 1}")
         if rank not in self._traces:
-            with _within(self.budget, self.params):
+            with _within(self.budget, self.overrides):
                 self._traces[rank] = self.built.trace_for_rank(rank)
         return self._traces[rank]
 

@@ -60,6 +60,12 @@ def test_a_cross_site_write_is_refused_and_the_identity_kept(client, headers):
     assert got["narration"] == "mine" and not got["submitted_at"]
 
 
+def test_a_cross_site_read_hands_out_no_identity(app):
+    r = TestClient(app).get("/practice", headers={"Sec-Fetch-Site": "cross-site"})
+    assert r.status_code == 200 and "set-cookie" not in r.headers
+    assert "set-cookie" in TestClient(app).get("/practice", headers={"Sec-Fetch-Site": "none"}).headers
+
+
 def test_same_origin_browsers_and_scripts_may_write(client):
     aid = new(client)
     browser = {"Origin": SITE, "Sec-Fetch-Site": "same-origin"}

@@ -65,8 +65,12 @@ class SecurityMiddleware:
             return await JSONResponse({"error": why}, 403, headers=HEADERS)(scope, receive, send)
         owner = identity_of(cookie_parser(headers.get("cookie", "")).get(COOKIE))
         fresh = None
-        if owner is None and not scope["path"].startswith("/static/"):
+        if owner is None:
             owner, fresh = new_identity()
+            # no cookie for static files, nor for a request another site made (it carries no
+            # SameSite=Lax cookie, so a browser that has one would be handed a new identity)
+            if scope["path"].startswith("/static/") or headers.get("sec-fetch-site") in ("cross-site", "same-site"):
+                fresh = None
         scope.setdefault("state", {})["owner"] = owner
 
         async def send_with_headers(message):
