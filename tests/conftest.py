@@ -18,9 +18,19 @@ Without PostgreSQL the postgresql runs skip, saying how to get it; under CI=true
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
+
 import pytest
 
 from tests import postgres
+
+# What the app keeps beside its database (the secret key, the marker that a database
+# existed) goes to a folder of the test session's, not the checkout's data/.
+os.environ["TRACEDOJO_DATA_DIR"] = tempfile.mkdtemp(prefix="tracedojo-test-data-")
+atexit.register(shutil.rmtree, os.environ["TRACEDOJO_DATA_DIR"], True)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
