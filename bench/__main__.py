@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import sys
 
-from bench import analyze, generate, load, score, tools, viewer
+from bench import analyze, corpus, generate, load, score, tools, viewer
 
 BENCHES = {"generate": generate.main, "analyze": analyze.main, "tools": tools.main, "viewer": viewer.main, "score": score.main,
-           "load": load.main}
+           "load": load.main, "corpus": corpus.main}
 
 
 def main(argv: list[str]) -> int:
