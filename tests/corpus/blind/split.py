@@ -32,6 +32,8 @@ def main() -> int:
         parts[part(r["id"])].append(r)
     for name, rows in parts.items():
         (HERE / f"{name}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    for f in (HERE / "raw").glob("*.jsonl"):  # the parts are the corpus now; no second copy of the test reads
+        f.unlink()
     print({name: len(rows) for name, rows in parts.items()})
     return 0
 
