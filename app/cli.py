@@ -130,7 +130,7 @@ def cmd_score(args) -> None:
         raise InstanceError(f"cannot read the narration {args.narration}: {e}") from None
     runs = [{"tool": t} for t in (args.ran or [])]
     try:
-        report = score(inst.key, inst.scenario.rubric, text, runs)
+        report = score(inst.key, inst.scenario.rubric, text, runs, timed=args.timed)
     except NarrationError as e:
         raise InstanceError(str(e)) from None
     print(json.dumps(report, indent=1, default=float))
@@ -197,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     _instance_args(p)
     p.add_argument("narration", help="a text file with the read (- for stdin)")
     p.add_argument("--ran", action="append", metavar="TOOL_ID", help="a measurement run before narrating (repeatable)")
+    p.add_argument("--timed", action="store_true", help="said in the 60-second mode (over ~170 words costs points)")
     p.set_defaults(func=cmd_score)
     p = sub.add_parser("serve", help="serve the web app")
     p.add_argument("--host", default="127.0.0.1")

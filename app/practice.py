@@ -159,8 +159,10 @@ def add_run(store: Store, owner: str, public_id: str, tool: str, since_open_s: f
         return a.runs
 
 
-def submit(store: Store, owner: str, public_id: str, narration: str | None = None) -> tuple[Attempt, dict]:
-    """Score the narration with the runs and marks, once: the report joins the key's answer."""
+def submit(store: Store, owner: str, public_id: str, narration: str | None = None,
+           timed: bool = False) -> tuple[Attempt, dict]:
+    """Score the narration with the runs and marks, once: the report joins the key's answer.
+    `timed`: the read was said in the 60-second mode."""
     if narration is not None:
         _check_text(narration)
     inst = instance_of(get(store, owner, public_id))  # built before the write lock is taken
@@ -169,11 +171,11 @@ def submit(store: Store, owner: str, public_id: str, narration: str | None = Non
         if narration is not None and narration != a.narration:
             db.add(NarrationSave(attempt_id=a.id, text=narration, saved_at=now()))
             a.narration = narration
-        report = score(inst.key, inst.scenario.rubric, a.narration, a.runs)
+        report = score(inst.key, inst.scenario.rubric, a.narration, a.runs, timed=timed)
         report["marks"] = score_marks(inst.key, a.marks)
         for k in ("model_answer", "observations", "expected", "root_cause", "fix"):
             report[k] = inst.key[k]
-        _change(db, a, narration=a.narration, report=report, total=report["total"],
+        _change(db, a, narration=a.narration, report=report, total=report["total"], timed=timed,
                 trap_endorsed=report["trap_endorsed"], submitted_at=now())
     return a, report
 

@@ -66,7 +66,7 @@ def evaluate(reads: list[dict]) -> tuple[dict, list[dict]]:
             keys[k] = (inst.key, inst.scenario.rubric)
         key, rubric = keys[k]
         t = time.perf_counter()
-        rep = score(key, rubric, r["text"], [])
+        rep = score(key, rubric, r["text"], [], timed=r["timed"])
         times.append((time.perf_counter() - t) * 1e3)
         rows.append({**r, "total": rep["total"], "flagged": rep["trap_endorsed"],
                      "review": rep.get("needs_review", False), "predicted": band_of(rep["total"])})

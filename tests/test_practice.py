@@ -128,3 +128,12 @@ def test_a_round_with_both_marks_submits_on_every_scenario(client, sid):
     r = client.post(f"/api/attempts/{a['id']}/submit")
     assert r.status_code == 200, r.text
     assert client.get(f"/api/attempts/{a['id']}").json()["report"]["marks"]["gap"]["ok"] is False
+
+
+def test_a_round_said_in_the_60_second_mode_is_scored_as_timed(client):
+    a = new(client)
+    long_read = " ".join([scenarios.get("ddp").instance("canonical").key["model_answer"]] * 3)
+    client.put(f"/api/attempts/{a['id']}/narration", json={"narration": long_read})
+    r = client.post(f"/api/attempts/{a['id']}/submit", json={"timed": True}).json()
+    assert r["timed"] and r["over_time"]
+    assert client.get(f"/practice/{a['id']}/report").text.count("Over time:") == 1

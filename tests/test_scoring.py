@@ -216,3 +216,22 @@ def test_evidence_quotes_the_narration_as_written():
         for e in c["evidence"]:
             assert text[e["start"]:e["end"]] == e["text"]
     assert crit(r, "trap")["score"] == 15 and "It’s not NCCL" in crit(r, "trap")["evidence"][0]["text"]
+
+
+def test_a_timed_read_past_a_spoken_minute_is_over_time():
+    """A 367-word read in the 60-second mode scored 100 with no word on the overrun."""
+    from app.scoring.score import TIMED_WORDS, score
+
+    inst = scenarios.get("ddp").instance("canonical")
+    answer = inst.key["model_answer"]
+    long_read = " ".join([answer] * 3)
+    words = len(long_read.split())
+    assert words > 2 * TIMED_WORDS
+    untimed = score(inst.key, inst.scenario.rubric, long_read)
+    timed = score(inst.key, inst.scenario.rubric, long_read, timed=True)
+    assert not untimed["over_time"] and timed["over_time"] and timed["timed"]
+    disc = {c["id"]: c for c in timed["criteria"]}["discipline_order"]
+    assert disc["score"] == 0 and any("over time" in m for m in disc["missed"])
+    assert timed["total"] <= untimed["total"] - 15
+    short = score(inst.key, inst.scenario.rubric, answer, timed=True)  # a model answer fits a minute
+    assert not short["over_time"] and short["total"] == score(inst.key, inst.scenario.rubric, answer)["total"]

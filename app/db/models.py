@@ -28,6 +28,8 @@ class Attempt(Base):
     params: Mapped[dict] = mapped_column(JSON, default=dict)
     # "Surprise me": the pathology's name stays out of every page until the report
     surprise: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # said in the 60-second mode: running over time costs points
+    timed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     narration: Mapped[str] = mapped_column(Text, default="")
     marks: Mapped[dict] = mapped_column(JSON, default=dict)  # {"step": {start_us, end_us}, "gap": {...}}
     runs: Mapped[list] = mapped_column(JSON, default=list)  # measurements run: {tool, at, since_open_s}

@@ -23,6 +23,11 @@ FULL_FINDINGS = 0.7  # share of the model answer's numbers that earns full findi
 INVERSION = 0.4  # each pair of stages said out of order costs this share of a stage's points
 # Observations that belong to the fix, scored under fix_win rather than findings.
 FIX_IDS = {"expected_step_ms", "speedup"}
+# The 60-second mode: a spoken minute holds about 150-170 words (at ~160 words a minute).
+# Past TIMED_WORDS the read ran over time: it loses discipline_order in proportion to the
+# overrun, all of it at twice the length (the discipline is choosing what to say first).
+TIMED_WORDS = 170
+SPOKEN_WPM = 160
 
 
 class NarrationError(ValueError):
@@ -300,9 +305,24 @@ def _fix_win(read: Read, key: dict, rubric: Rubric, w: dict) -> dict:
 
 # --- the report ------------------------------------------------------------------------
 
+def word_count(text: str) -> int:
+    return len(re.findall(r"\b[\w'’.-]+\b", text))
+
+
+def _over_time(discipline: dict, words: int) -> None:
+    """A timed read past TIMED_WORDS: the stated penalty, taken from discipline_order."""
+    over = words - TIMED_WORDS
+    penalty = min(discipline["max"], discipline["max"] * over / TIMED_WORDS)
+    discipline["score"] = round(max(0.0, discipline["score"] - penalty), 1)
+    discipline["missed"].append(
+        f"over time: {words} words in the 60-second mode is about {words / SPOKEN_WPM * 60:.0f} s spoken; a minute "
+        f"holds about {TIMED_WORDS}. -{penalty:.1f} points: say the step, the gap, the cause and the fix first")
+
+
 def score(key: dict, rubric: Rubric, narration: str, runs: list[dict] | None = None,
-          weights: dict | None = None) -> dict:
-    """Contract 4: total, trap_endorsed, word_count, criteria with evidence and misses."""
+          weights: dict | None = None, timed: bool = False) -> dict:
+    """Contract 4: total, trap_endorsed, needs_review, word_count, criteria with evidence
+    and misses; `timed`: said in the 60-second mode, where running over time costs points."""
     if not narration or not narration.strip():
         raise NarrationError("the narration is empty: say what the trace shows")
     if len(narration) > MAX_CHARS:
@@ -313,8 +333,14 @@ def score(key: dict, rubric: Rubric, narration: str, runs: list[dict] | None = N
     trap, endorsed = _trap(read, key, rubric, w)
     criteria = [_discipline(read, rubric, w), _findings(read, key, rubric, w), trap, _root_cause(read, key, rubric, w),
                 _measurement(read, key, rubric, runs or [], w), _fix_win(read, key, rubric, w)]
+    words = word_count(narration)
+    over_time = timed and words > TIMED_WORDS
+    if over_time:
+        _over_time(criteria[0], words)
     total = sum(c["score"] for c in criteria) * 100 / sum(w.values())
     if endorsed:
         total = min(total, TRAP_CAP)
     return {"scenario": key["scenario"], "seed": key["seed"], "total": round(total, 1), "trap_endorsed": endorsed,
-            "word_count": len(re.findall(r"\b[\w'’.-]+\b", narration)), "criteria": criteria}
+            # contract 4: set when the scorer cannot decide something that matters (issue 12)
+            "needs_review": False, "review_reason": None,
+            "timed": timed, "over_time": over_time, "word_count": words, "criteria": criteria}

@@ -24,6 +24,11 @@ class Text(BaseModel):
     narration: str
 
 
+class Submission(BaseModel):
+    narration: str | None = None  # the last words, if the page has newer ones than its autosave
+    timed: bool = False  # said in the 60-second mode
+
+
 class Span(BaseModel):
     start_us: FiniteFloat
     end_us: FiniteFloat
@@ -87,6 +92,7 @@ def run(aid: str, body: Run, store: StoreDep, who: Owner):
 
 
 @router.post("/api/attempts/{aid}/submit")
-def submit(aid: str, store: StoreDep, who: Owner, body: Text | None = None):
-    a, report = practice.submit(store, who, aid, body.narration if body else None)
+def submit(aid: str, store: StoreDep, who: Owner, body: Submission | None = None):
+    body = body or Submission()
+    a, report = practice.submit(store, who, aid, body.narration, body.timed)
     return {"id": a.public_id, **report}

@@ -128,6 +128,7 @@ class Run(BaseModel):
 class Narration(BaseModel):
     narration: str
     runs: list[Run] = Field(default_factory=list, max_length=500)
+    timed: bool = False  # said in the 60-second mode
 
 
 @router.post("/api/scenarios/{sid}/{seed}/score")
@@ -137,6 +138,7 @@ def score_read(sid: str, seed: str, body: Narration, request: Request):
 
     inst = served.resolve(sid, seed, request)
     try:
-        return score(inst.key, inst.scenario.rubric, body.narration, [r.model_dump() for r in body.runs])
+        return score(inst.key, inst.scenario.rubric, body.narration, [r.model_dump() for r in body.runs],
+                     timed=body.timed)
     except NarrationError as e:
         raise HTTPException(413 if isinstance(e, NarrationTooLong) else 400, str(e)) from None

@@ -92,9 +92,10 @@ area.addEventListener("input", () => {
 setInterval(save, 3000);
 window.addEventListener("beforeunload", () => { if (area.value !== saved) navigator.sendBeacon?.(`/api/attempts/${attempt.id}/narration-beacon`, area.value); });
 
-let timer = null;
+let timer = null, timed = false;  // timed: the 60-second mode was used in this round
 $("[data-timer]").addEventListener("click", () => {
   if (timer) { clearInterval(timer); timer = null; $("[data-clock]").textContent = ""; count(); return; }
+  timed = true;
   const end = Date.now() + 60_000;
   area.focus();
   timer = setInterval(() => {
@@ -108,7 +109,7 @@ count();
 
 $("[data-submit]").addEventListener("click", async () => {
   await save();
-  const res = await api("/submit", "POST", { narration: area.value });
+  const res = await api("/submit", "POST", { narration: area.value, timed });
   if (!res.ok) { showError((await res.json()).error); return; }
   localStorage.removeItem(draftKey);
   location.href = `/practice/${attempt.id}/report`;
