@@ -176,11 +176,15 @@ def test_a_number_said_of_the_wrong_quantity_earns_nothing():
     assert label in said(good) and label not in said(wrong)
 
 
-def test_a_measurement_run_in_the_panel_counts():
+def test_a_measurement_run_but_never_named_is_a_note_not_points():
+    """Running the decisive tool earned 10/10 while the read never named it (issue 12)."""
     text = "The step is 622 ms and the compute stream is idle 175 ms at the end of each step."
     assert crit(run("ddp", text), "measurement")["score"] == 0
-    ran = run("ddp", text, runs=[{"tool": "nsys-kern-sum", "since_open_s": 42}])
-    assert crit(ran, "measurement")["score"] == 10 and "42 s" in crit(ran, "measurement")["evidence"][0]["reason"]
+    ran = crit(run("ddp", text, runs=[{"tool": "nsys-kern-sum", "since_open_s": 42}]), "measurement")
+    assert ran["score"] == 0 and "42 s" in ran["evidence"][0]["reason"] and "does not say" in ran["evidence"][0]["reason"]
+    named = run("ddp", text + " nsys stats cuda_gpu_kern_sum shows 612 NCCL kernel instances per step.",
+                runs=[{"tool": "nsys-kern-sum"}])
+    assert crit(named, "measurement")["score"] == 10
 
 
 def test_bad_narrations_get_a_clear_error_and_html_is_just_text():

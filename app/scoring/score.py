@@ -238,23 +238,23 @@ def _root_cause(read: Read, key: dict, rubric: Rubric, w: dict) -> dict:
 
 
 def _measurement(read: Read, key: dict, rubric: Rubric, runs: list[dict], w: dict) -> dict:
+    """Credit where the read names the decisive measurement or its result (the patterns in
+    lexicon.MEASUREMENTS say both), half for one that also confirms. Running a tool in the
+    panel is a note beside the score, not points: the read has to say what it measured."""
     decisive = key["decisive_measurement"]
-    ran = {r.get("tool") for r in runs}
-
-    def said(tool):
-        return _has(lexicon.MEASUREMENTS.get(tool, ()), read.text)
-
     for tool, pts in [(decisive, 1.0)] + [(t, 0.5) for t in rubric.also_confirms]:
-        m = said(tool)
+        m = _has(lexicon.MEASUREMENTS.get(tool, ()), read.text)
         if m:
             return _criterion("measurement", w["measurement"] * pts, [_ev(read.original, m.start(), m.end(), f"names {tool}")],
                               [] if pts == 1 else [f"the decisive one: {key['confirmation']}"], w)
-        if tool in ran:
-            r = next(r for r in runs if r.get("tool") == tool)
-            note = f"ran {tool} in the measurements panel" + (f" at {r['since_open_s']:.0f} s" if "since_open_s" in r else "")
-            return _criterion("measurement", w["measurement"] * pts, [{"text": "", "start": 0, "end": 0, "reason": note}],
-                              [] if pts == 1 else [f"the decisive one: {key['confirmation']}"], w)
-    return _criterion("measurement", 0, [], [f"name or run the decisive measurement ({decisive}): {key['confirmation']}"], w)
+    ran = next((r for r in runs if r.get("tool") == decisive), None)
+    note = []
+    if ran:
+        when = f" at {ran['since_open_s']:.0f} s" if ran.get("since_open_s") is not None else ""
+        note = [{"text": "", "start": 0, "end": 0,
+                 "reason": f"ran {decisive} in the measurements panel{when}, but the read does not say what it showed"}]
+    return _criterion("measurement", 0, note, [f"name the decisive measurement ({decisive}) and what it shows: "
+                                               f"{key['confirmation']}"], w)
 
 
 def _fix_win(read: Read, key: dict, rubric: Rubric, w: dict) -> dict:
