@@ -239,3 +239,18 @@ def test_a_timed_read_past_a_spoken_minute_is_over_time():
     assert timed["total"] <= untimed["total"] - 15
     short = score(inst.key, inst.scenario.rubric, answer, timed=True)  # a model answer fits a minute
     assert not short["over_time"] and short["total"] == score(inst.key, inst.scenario.rubric, answer)["total"]
+
+
+def test_times_read_off_the_ruler_are_not_findings():
+    """ "from 334 ms to 409 ms" was credited as the step after the fix and as compute per
+    step (issue 12); the same numbers said as a change, or a difference said as a duration,
+    still count."""
+    key = scenarios.get("ddp").instance("canonical").key
+    after = float(key["expected"]["after_ms"])
+    step = next(o["value"] for o in key["observations"] if o["id"] == "step_ms")
+    ruler = run("ddp", f"The idle stretch runs from {after:.0f} ms to {step:.0f} ms on the ruler.")
+    assert crit(ruler, "findings")["score"] == 0 and crit(ruler, "fix_win")["score"] == 0
+    change = run("ddp", f"Overlapping the all-reduce cuts the step from {step:.0f} ms to {after:.0f} ms.")
+    assert crit(change, "fix_win")["score"] > 0
+    gap = run("ddp", f"The step is {step:.0f} ms; idle from t=100 ms until 275 ms, 175 ms of compute idle per step.")
+    assert crit(gap, "findings")["score"] > 0

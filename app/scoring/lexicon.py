@@ -91,6 +91,11 @@ ENDORSE = (
 OUTCOME = (r"\bexpect\w*", r"\bafter\b", r"\bwould\b", r"\bshould\b", r"\bgoes\b", r"\bdrops?\b", r"\bfalls?\b",
            r"→|->", r"\bdown to\b", r"\bbecomes?\b", r"\bfix\w*\b", r"\bwin\b", r"\bsav\w+\b", r"\bto ~?\d")
 
+# A change said about a quantity ("cuts the step from 622 ms to 415 ms"): then "from A to B"
+# is before and after, not two positions read off the ruler.
+CHANGE = (r"\b(cut|cuts|drops?|dropp\w*|reduc\w*|brings?|go(es)?|went|falls?|shrinks?|improv\w*|speeds? up|fix\w*|"
+          r"would|should|expect\w*|after|sav\w+|down|lower\w*|rais\w*|increas\w*|decreas\w*|moves?)\b",)
+
 # How people name each measurement (tool id -> patterns).
 MEASUREMENTS = {
     "nsys-kern-sum": (r"cuda_gpu_kern_sum", r"\bkern_sum\b", r"nsys stats", r"kernel summary",

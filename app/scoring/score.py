@@ -46,6 +46,7 @@ class Read:
     sents: list[Span]
     qty: list[Quantity]
     original: str = ""  # as written: evidence quotes it
+    positions: frozenset[int] = frozenset()  # starts of quantities that are places on the time axis
 
     def sentence_of(self, pos: int) -> int:
         for i, s in enumerate(self.sents):
@@ -70,7 +71,30 @@ def _criterion(cid: str, score: float, evidence: list[dict], missed: list[str], 
 def read_of(text: str) -> Read:
     # typographic quotes as ASCII, one character for one, so spans still index the original
     plain = text.translate(str.maketrans("’‘“”", "''\"\""))
-    return Read(plain, sentences(plain), quantities(plain), text)
+    read = Read(plain, sentences(plain), quantities(plain), text)
+    read.positions = _positions(read)
+    return read
+
+
+_SPAN_OPEN = re.compile(r"(?:\bfrom|\bbetween|\bt\s*=)\s*(?:~|about\s+|t\s*=\s*)?$", re.I)
+_SPAN_JOIN = re.compile(r"^\s*(?:to|until|till|and|-|–|—)\s*(?:t\s*=\s*)?$", re.I)
+
+
+def _positions(read: Read) -> frozenset[int]:
+    """Times read off the ruler ("from 334 ms to 409 ms", "between 1.2 s and 1.6 s"): two
+    places on the time axis, not durations, unless the clause says a change ("cuts the step
+    from 622 ms to 415 ms"). Their difference said as a duration is a finding like any other."""
+    out = set()
+    for a, b in zip(read.qty, read.qty[1:]):
+        if a.unit != "ms" or b.unit != "ms":  # times, whatever unit was said, are held in ms
+            continue
+        if not (_SPAN_OPEN.search(read.text[max(0, a.start - 12):a.start])
+                and _SPAN_JOIN.match(read.text[a.end:b.start])):
+            continue
+        if _has(lexicon.CHANGE, read.clause_of(a.start).text):
+            continue
+        out.update((a.start, b.start))
+    return frozenset(out)
 
 
 # --- findings --------------------------------------------------------------------------
@@ -86,6 +110,8 @@ def stated(read: Read, observations: list[dict], rubric: Rubric) -> dict[str, tu
     cues = {o["id"]: _cue_rx(o, rubric) for o in observations}
     out: dict[str, tuple[Quantity, dict]] = {}
     for q in read.qty:
+        if q.start in read.positions:
+            continue
         clause = read.clause_of(q.start)
         sent = read.sents[read.sentence_of(q.start)]
         parts = clauses(sent)
@@ -268,7 +294,7 @@ def _fix_win(read: Read, key: dict, rubric: Rubric, w: dict) -> dict:
         missed.append(f"the fix: {key['fix']}")
     exp = key["expected"]
     # the after-value, preferably where the read talks about the fix or the outcome
-    said = [q for q in read.qty if matches(q, float(exp["after_ms"]), "ms")]
+    said = [q for q in read.qty if matches(q, float(exp["after_ms"]), "ms") and q.start not in read.positions]
     outcome = [q for q in said if _has(lexicon.OUTCOME, read.clause_of(q.start).text)]
     after = (outcome or said or [None])[0]
     # the win can be said as the step after the fix or as any other figure the key expects
