@@ -254,3 +254,13 @@ def test_times_read_off_the_ruler_are_not_findings():
     assert crit(change, "fix_win")["score"] > 0
     gap = run("ddp", f"The step is {step:.0f} ms; idle from t=100 ms until 275 ms, 175 ms of compute idle per step.")
     assert crit(gap, "findings")["score"] > 0
+
+
+def test_a_ratio_is_the_speedup_only_when_said_of_the_win():
+    """A straggler's max/median equal to the expected speedup was credited as the win."""
+    key = scenarios.get("straggler").instance("canonical").key
+    sp = float(key["expected"]["speedup"])
+    ratio = run("straggler", f"Per-rank compute: the slowest rank over the median is {sp:.2f}x.")
+    assert not any("speedup" in e["reason"] for e in crit(ratio, "fix_win")["evidence"])
+    win = run("straggler", f"Restoring the clock makes the step {sp:.2f}x faster.")
+    assert any("speedup" in e["reason"] for e in crit(win, "fix_win")["evidence"])
