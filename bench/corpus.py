@@ -79,6 +79,9 @@ def evaluate(reads: list[dict]) -> tuple[dict, list[dict]]:
         "reads": len(rows),
         "false_endorsement": round(sum(x["flagged"] for x in others) / max(1, len(others)), 3),
         "missed_endorsement": round(sum(not x["flagged"] for x in endorse) / max(1, len(endorse)), 3),
+        # an endorsement the scorer did not cap but sent to a reviewer is caught, not missed
+        "missed_unreviewed": round(sum(not x["flagged"] and not x["review"] for x in endorse) / max(1, len(endorse)), 3),
+        "review_rate": round(sum(x["review"] for x in rows) / len(rows), 3),
         "qwk": round(qwk([x["band"] for x in rows], [x["predicted"] for x in rows]), 3),
         "spearman": round(spearman([x["band"] for x in rows], [x["total"] for x in rows]), 3),
         "exact_band_agreement": round(sum(x["band"] == x["predicted"] for x in rows) / len(rows), 3),
@@ -108,7 +111,8 @@ def main(argv: list[str]) -> int:
     reads = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     figures, rows = evaluate(reads)
     print(f"{args.part} part: {figures['reads']} reads")
-    for name in ("false_endorsement", "missed_endorsement", "qwk", "spearman", "exact_band_agreement", "median_ms"):
+    for name in ("false_endorsement", "missed_endorsement", "missed_unreviewed", "review_rate", "qwk", "spearman",
+                 "exact_band_agreement", "median_ms"):
         target = TARGETS.get(name)
         note = ""
         if target is not None:

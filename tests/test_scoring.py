@@ -264,3 +264,36 @@ def test_a_ratio_is_the_speedup_only_when_said_of_the_win():
     assert not any("speedup" in e["reason"] for e in crit(ratio, "fix_win")["evidence"])
     win = run("straggler", f"Restoring the clock makes the step {sp:.2f}x faster.")
     assert any("speedup" in e["reason"] for e in crit(win, "fix_win")["evidence"])
+
+
+# -- stance: a judgment of the whole read, with a review where it cannot tell (issue 12) ----
+
+def test_a_concession_turned_by_a_contrast_rejects_the_trap():
+    r = run("ddp", "I'd be tempted to blame NCCL here, but the bus bandwidth is close to what NVLink gives; "
+                   "the problem is that the all-reduce is not overlapped with backward.")
+    assert not r["trap_endorsed"]
+
+
+def test_a_read_that_takes_the_trap_back_is_not_capped():
+    r = run("ddp", "My first thought was that NCCL is the problem and we should retune it. Actually no: 16 GB "
+                   "over the ring at 370 GB/s is about 175 ms, exactly what it takes, so the link is fine and the "
+                   "all-reduce is simply not overlapped with backward.")
+    assert not r["trap_endorsed"]
+
+
+def test_a_hedged_endorsement_asks_for_review_instead_of_capping():
+    r = run("dataloader", "The step has a gap at its start. It could possibly be the host-to-device copy, I'm not sure.")
+    assert not r["trap_endorsed"] and r["needs_review"] and "host-to-device" in r["review_reason"]
+
+
+def test_denying_the_true_cause_while_naming_the_traps_evidence_endorses_it():
+    r = run("dataloader", "nvidia-smi shows 100% utilization the whole run, so the GPU is saturated and the data "
+                          "loading can't be what's holding us back; the time goes inside the kernels.")
+    assert r["trap_endorsed"] and r["total"] <= 40
+
+
+def test_in_a_run_on_transcript_only_the_words_near_a_mention_decide_its_stance():
+    filler = " ".join(["and um the stream is busy"] * 12)
+    r = run("ddp", f"so the step is about six hundred milliseconds {filler} you might think nccl but no the link "
+                   f"runs at full speed {filler} um the fix is to overlap the all reduce with backward")
+    assert not r["trap_endorsed"]

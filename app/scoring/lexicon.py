@@ -50,6 +50,7 @@ STAGE_PATTERNS = {
 # side, in its clause); a verdict counts anywhere in the sentence.
 NEGATION = r"(\bnot\b|n't\b|\bno\b|\bnever\b|\bcannot\b|\bnor\b|\brather than\b|\binstead of\b|\bnowhere near\b)"
 VERDICT = (
+    r"\b(don't|do not|wouldn't|would not) (buy|trust)\b", r"\b(math|arithmetic|numbers?) (checks|holds|adds up)\b", r"\bset(ting)? (it |that |this )?aside\b", r"\blies\b",
     r"\brule[sd]?\b.{0,15}\bout\b", r"\brather than\b", r"\binstead of\b", r"\btempting\b", r"\bred herring\b",
     r"\bdistraction\b", r"\breject\w*", r"\bconsider(ed)?\b", r"\bunlikely\b", r"\bimplausible\b",
     r"\bnot plausible\b", r"\bdismiss\w*", r"\b(doesn't|does not|can't|cannot|couldn't|won't) (explain|produce|account|"
@@ -68,7 +69,7 @@ VERDICT_OPENING = (r"^\W*(no\b|not\b|nope\b|wrong\b|but\b|i disagree|arithmetic 
 HYPOTHESIS = (
     r"\b(someone|somebody|anyone|people|the team|they|one|others?|everyone|management|a colleague|colleagues)\b.{0,20}"
     r"\b(will|would|might|may|could|says?|thinks?|suspects?|blames?|claims?|is convinced|argues?)\b",
-    r"\b\w+ (could|might|would|will|may) (say|blame|argue|suggest)\b",
+    r"\b\w+ (could|might|would|will|may) (say|blame|argue|suggest|think|guess|suspect)\b",
     r"\b(the )?(trap|obvious (guess|answer|suspect)|tempting (answer|fix|guess|story|read)|usual suspect)\b",
     r"\bshould (i|we) blame\b", r"\bcould (it|this|that|rank \d+|the \w+) (just )?(be|have)\b", r"\?",
     r"\bbefore (anyone|we|you)\b", r"\bfirst (thought|guess|instinct)\b", r"\bit (looks|seems) like\b",
@@ -86,6 +87,23 @@ ENDORSE = (
     r"\bi think\b", r"\bmy (guess|bet|recommendation)\b", r"\brecommend\w*\b", r"\bthe (play|move|lever|answer) is\b",
     r"\bsmells like\b", r"\bthat's it\b", r"\b(fairly|pretty|quite) sure\b", r"(->|→|=>)",
 )
+
+# An endorsement said without commitment: hedged and proposing nothing, or a fix on the
+# side of the main one. The scorer cannot tell such a read's stance with confidence: it
+# asks for a review and does not cap (capping a strong read costs far more than missing a
+# weak one). A proposed action (COMMIT) is commitment whatever the hedge.
+HEDGE = (r"\b(could|might|may)\b", r"\bmaybe\b", r"\bperhaps\b", r"\bpossibl[ey]\b", r"\bi guess\b",
+         r"\bnot (sure|certain)\b", r"\bi suppose\b")
+COMMIT = (r"\bwe should\b", r"\bi'd\b", r"\bi would\b", r"\blet's\b", r"\bneed to\b", r"\bmust\b", r"\bthe fix\b",
+          r"\bfix (it|this)\b", r"\brecommend\w*\b", r"\b(so|and) (remove|drop|cut|add|switch|replace|tune|autotune|"
+          r"retune|try|quantize|run|check)\b", r"\bthe (play|move|lever|answer) is\b")
+SECONDARY = (r"\bwhile (we're|we are|i'm|i am) at it\b", r"\bon top\b", r"\bas a bonus\b", r"\bnice to have\b",
+             r"\bsecondary\b", r"\bminor (thing|cleanup|fix)\b")
+# A read taking back what it said: a later rejection of the trap counts as a correction
+# (no cap) when one of these says so, in its sentence or the one before.
+CORRECTION = (r"\bactually\b", r"\bon second thought\b", r"\bwait\b", r"\bscratch that\b", r"\bi was wrong\b",
+              r"\bturns out\b", r"\bhold on\b", r"\blooking (closer|again)\b", r"\bthat's wrong\b", r"\bno,",
+              r"\bmy first (thought|guess|instinct)\b", r"\bat first\b", r"\bi'd be tempted\b", r"\btempt\w*\b")
 
 # Words around an outcome: what the fix leaves behind.
 OUTCOME = (r"\bexpect\w*", r"\bafter\b", r"\bwould\b", r"\bshould\b", r"\bgoes\b", r"\bdrops?\b", r"\bfalls?\b",

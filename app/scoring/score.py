@@ -185,63 +185,161 @@ def negated(clause: str, start: int, end: int) -> bool:
     before, after = clause[:start], clause[end:]
     return bool(re.match(r"\W*(\w+'s\s+)?\w*" + lexicon.NEGATION, clause[start:end], re.I)  # "not NCCL", "isn't NCCL"
                 or re.search(lexicon.NEGATION + r"\W+(\w+\W+){0,4}$", before, re.I)
-                or re.match(r"^\W*(\w+\W+){0,2}?(is|are|was|were|does|do|did|can|could|would)?\W*(not\b|n't\b)", after, re.I)
+                # "ca"/"wo": can't and won't split as ca + n't, wo + n't
+                or re.match(r"^\W*(\w+\W+){0,2}?(is|are|was|were|does|do|did|can|could|would|ca|wo)?\W*(not\b|n't\b)",
+                            after, re.I)
                 or re.match(r"^\W*n't\b", after, re.I))
 
 
-def _classify(read: Read, i: int, clause: Span, m_start: int, m_end: int) -> tuple[str, bool]:
-    """One mention of a trap: "rejected", "endorsed" or "named", and whether arithmetic
-    backs the rejection (a number after the mention in its sentence or in the next one)."""
+WINDOW_WORDS = (12, 25)  # words before and after a mention that decide its stance in a run-on sentence
+RUN_ON_WORDS = 45  # a "sentence" longer than this is speech without punctuation, not one thought
+FRAME_WORDS = 6  # "Fix:", "My bet -", "Then the fix is kernel-side:": a frame, not a claim of its own
+
+
+def _window(read: Read, i: int, m_start: int, m_end: int) -> str:
+    """In a run-on transcript with no stops, the words around a mention (an endorsing
+    word 300 characters away in the same breath says nothing about it)."""
     s = read.sents[i]
+    before = read.text[s.start:m_start].split()[-WINDOW_WORDS[0]:]
+    after = read.text[m_end:s.end].split()[:WINDOW_WORDS[1]]
+    return " ".join(before + [read.text[m_start:m_end]] + after)
+
+
+_CONTINUES = re.compile(r"^\s*,\s*(so|and|which)\b", re.I)
+
+
+def _claim(read: Read, i: int, clause: Span, rubric: Rubric) -> str:
+    """The claim a mention belongs to: its clause and the clauses that carry it on (", so
+    ...", ", and ...", ", which ..."), up to a new claim (";", ":", ", but"). A clause that
+    denies the true cause ("the data loading can't be it") says nothing of the trap."""
+    parts = clauses(read.sents[i])
+    k = next((j for j, c in enumerate(parts) if c.start == clause.start), 0)
+    out = [clause.text]
+    # "Fix: gc.freeze() ...", "I'd guess - the sharding ...": a short frame before a colon or
+    # a dash announces the clause after it, and belongs to its claim
+    if k and len(parts[k - 1].text.split()) <= FRAME_WORDS and re.search(
+            r"[:—–]|\s-\s", read.text[parts[k - 1].end:clause.start]):
+        out.insert(0, parts[k - 1].text)
+    for prev, nxt in zip(parts[k:], parts[k + 1:]):
+        if not _CONTINUES.match(read.text[prev.end:nxt.start + 1] if nxt.start > prev.end else ""):
+            break
+        if not _cause_denied(nxt.text, rubric):
+            out.append(nxt.text)
+    return " ".join(out)
+
+
+def _cause_denied(text: str, rubric: Rubric) -> bool:
+    for group in rubric.root_cause:
+        m = _has(group, text)
+        if m and negated(text, m.start(), m.end()):
+            return True
+    return False
+
+
+def _classify(read: Read, i: int, clause: Span, m_start: int, m_end: int, rubric: Rubric) -> tuple[str, bool]:
+    """One mention of a trap: "rejected", "endorsed", "tentative" (an endorsement hedged or
+    on the side) or "named", and whether arithmetic backs the rejection (a number after
+    the mention in its sentence or in the next one)."""
+    s = read.sents[i]
+    run_on = len(s.text.split()) > RUN_ON_WORDS
+    around = _window(read, i, m_start, m_end) if run_on else _claim(read, i, clause, rubric)
     follow = [read.sents[j].text for j in (i + 1, i + 2) if j < len(read.sents)]
-    after_mention = read.text[m_end:s.end]
+    mention = read.text[m_start:m_end]
+    after_mention = around[around.find(mention) + len(mention):] if run_on else read.text[m_end:s.end]
     arith = any(q.start >= m_end and read.sentence_of(q.start) in (i, i + 1) for q in read.qty)
-    verdict = _has(lexicon.VERDICT, s.text) or _has(lexicon.VERDICT, after_mention)
+    # a verdict in a clause that denies the true cause ("... and the data loading can't be it")
+    # is about the cause, not about the trap
+    verdict = None if _cause_denied(clause.text, rubric) else _has(lexicon.VERDICT, around)
     here = negated(clause.text, m_start - clause.start, m_end - clause.start)
-    posed = _has(lexicon.HYPOTHESIS, read.text[s.start:m_end]) or _has(lexicon.HYPOTHESIS, clause.text)
+    posed = _has(lexicon.HYPOTHESIS, read.text[max(s.start, m_start - 200):m_end]) or _has(lexicon.HYPOTHESIS, clause.text)
     answered = any(re.match(lexicon.VERDICT_OPENING, f, re.I) or _has(lexicon.VERDICT, f) for f in follow[:1])
-    endorse = _has(lexicon.ENDORSE, s.text)
-    if here or verdict:
+    endorse = _has(lexicon.ENDORSE, around)
+    # "X, I know that's what people point at, but that counter only asks ...": a concession
+    # turned by a contrast, unless what follows the contrast proposes the trap's course
+    turn = re.search(r"\b(but|however|though|yet)\b", after_mention, re.I)
+    conceded = turn and not _has(lexicon.COMMIT, after_mention[turn.end():])
+    if here or verdict or conceded:
         return "rejected", arith
     if posed and (answered or arith or _has((lexicon.NEGATION,), after_mention)):
         return "rejected", arith
     if answered and not endorse:
         return "rejected", arith
-    if endorse:
-        return "endorsed", False
+    # "it could possibly be the copy": an attribution, hedged
+    leaning = re.search(r"\b(could|might|may)\b(\s+\w+){0,2}\s+be\b(\s+\w+){0,3}\s*$",
+                        read.text[max(clause.start, m_start - 60):m_start], re.I)
+    if endorse or leaning:
+        side = _has(lexicon.SECONDARY, around)
+        unsure = leaning or (_has(lexicon.HEDGE, around) and not _has(lexicon.COMMIT, around))
+        return ("tentative" if side or unsure else "endorsed"), False
     return "named", False
 
 
-def _trap(read: Read, key: dict, rubric: Rubric, w: dict) -> tuple[dict, bool]:
+def _corrects(read: Read, pos: int) -> bool:
+    """A correction said where a later rejection stands: in its sentence or the one before."""
+    i = read.sentence_of(pos)
+    return any(_has(lexicon.CORRECTION, read.sents[j].text) for j in (i - 1, i) if j >= 0)
+
+
+def _trap(read: Read, key: dict, rubric: Rubric, w: dict) -> tuple[dict, bool, str | None]:
+    """The trap criterion, whether the read confidently endorses a trap (the cap), and why
+    a reviewer should look when the scorer cannot tell (a hedged or side endorsement, or one
+    the read takes back later)."""
     best, ev, endorsed_ev = 0.0, [], []
+    review: str | None = None
     for trap in key["traps"]:
         pats = rubric.traps.get(trap["id"], ())
+        mentions = []  # (position, kind, arith, sentence, span) in reading order
         for i, s in enumerate(read.sents):
             for c in clauses(s):
                 m = _has(pats, c.text) if pats else None
-                if not m:
-                    continue
-                a, b = c.start + m.start(), c.start + m.end()
-                kind, arith = _classify(read, i, c, a, b)
-                if kind == "rejected":
-                    pts = w["trap"] if arith else w["trap"] * 2 / 3
-                    why = "rejected with arithmetic" if arith else "rejected, without the arithmetic"
-                    if pts > best:
-                        best, ev = pts, [_ev(read.original, s.start, s.end, f"trap '{trap['claim']}' {why}")]
-                elif kind == "endorsed":
-                    endorsed_ev.append(_ev(read.original, a, b, f"endorses the trap: {trap['claim']}"))
-                elif w["trap"] / 5 > best:
-                    best, ev = w["trap"] / 5, [_ev(read.original, a, b, f"names the trap '{trap['claim']}' without "
-                                                                      f"rejecting it")]
+                if m:
+                    a, b = c.start + m.start(), c.start + m.end()
+                    mentions.append((a, *_classify(read, i, c, a, b, rubric), s, (a, b)))
+        for k, (pos, kind, arith, s, (a, b)) in enumerate(mentions):
+            retracted = any(later[1] == "rejected" and _corrects(read, later[0]) for later in mentions[k + 1:])
+            if kind == "rejected":
+                pts = w["trap"] if arith else w["trap"] * 2 / 3
+                why = "rejected with arithmetic" if arith else "rejected, without the arithmetic"
+                if pts > best:
+                    best, ev = pts, [_ev(read.original, s.start, s.end, f"trap '{trap['claim']}' {why}")]
+            elif kind == "endorsed" and not retracted:
+                endorsed_ev.append(_ev(read.original, a, b, f"endorses the trap: {trap['claim']}"))
+            elif kind in ("endorsed", "tentative"):
+                review = review or (f"the read {'leans towards' if kind == 'tentative' else 'first takes'} the trap "
+                                    f"'{trap['claim']}' ({read.original[a:b]!r})"
+                                    + (", then rejects it" if retracted else ", hedged or as a side fix")
+                                    + ": is it endorsed?")
+            elif w["trap"] / 5 > best:
+                best, ev = w["trap"] / 5, [_ev(read.original, a, b, f"names the trap '{trap['claim']}' without "
+                                                                  f"rejecting it")]
     if endorsed_ev:
         t0 = key["traps"][0]
-        return _criterion("trap", 0, endorsed_ev, [f"reject it: {t0['why_wrong']}"], w), True
+        return _criterion("trap", 0, endorsed_ev, [f"reject it: {t0['why_wrong']}"], w), True, None
     missed = [] if best >= w["trap"] else [
         f"consider and reject '{t['claim']}' out loud, with the arithmetic: {t['why_wrong']}" for t in key["traps"][:1]]
-    return _criterion("trap", best, ev, missed, w), False
+    return _criterion("trap", best, ev, missed, w), False, review
 
 
 # --- root cause, measurement, fix -------------------------------------------------------
+
+def _denies_cause(read: Read, rubric: Rubric) -> dict | None:
+    """The true cause said only to be denied ("the data loading can't be what's holding us
+    back"), never asserted anywhere in the read: evidence, or None."""
+    for group in rubric.root_cause:
+        denied, asserted = None, False
+        for s in read.sents:
+            for c in clauses(s):
+                m = _has(group, c.text)
+                if not m or re.search(r"\b(if|unless|whether)\b", c.text[:m.start()], re.I):
+                    continue  # a hypothetical ("if the GPU were waiting on input") neither asserts nor denies
+                if negated(c.text, m.start(), m.end()) and not _has(lexicon.HYPOTHESIS, c.text):
+                    denied = denied or _ev(read.original, c.start, c.end, "denies the true cause")
+                else:
+                    asserted = True
+        if denied and not asserted:
+            return denied
+    return None
+
 
 def _root_cause(read: Read, key: dict, rubric: Rubric, w: dict) -> dict:
     found, ev = 0, []
@@ -365,7 +463,14 @@ def score(key: dict, rubric: Rubric, narration: str, runs: list[dict] | None = N
                              f"(a 60-second read is about 1,000)")
     w = {**WEIGHTS, **(weights or {})}
     read = read_of(narration)
-    trap, endorsed = _trap(read, key, rubric, w)
+    trap, endorsed, review = _trap(read, key, rubric, w)
+    denial = _denies_cause(read, rubric) if not endorsed and trap["evidence"] and trap["score"] < w["trap"] / 2 else None
+    if denial:
+        # "nvidia-smi shows 100%, so the GPU is busy and the data loading can't be the problem":
+        # the trap's evidence named and the true cause denied is the trap endorsed
+        endorsed = True
+        trap.update(score=0, evidence=trap["evidence"] + [denial],
+                    missed=[f"reject it: {key['traps'][0]['why_wrong']}"])
     criteria = [_discipline(read, rubric, w), _findings(read, key, rubric, w), trap, _root_cause(read, key, rubric, w),
                 _measurement(read, key, rubric, runs or [], w), _fix_win(read, key, rubric, w)]
     words = word_count(narration)
@@ -377,5 +482,5 @@ def score(key: dict, rubric: Rubric, narration: str, runs: list[dict] | None = N
         total = min(total, TRAP_CAP)
     return {"scenario": key["scenario"], "seed": key["seed"], "total": round(total, 1), "trap_endorsed": endorsed,
             # contract 4: set when the scorer cannot decide something that matters (issue 12)
-            "needs_review": False, "review_reason": None,
+            "needs_review": review is not None, "review_reason": review,
             "timed": timed, "over_time": over_time, "word_count": words, "criteria": criteria}
