@@ -137,3 +137,12 @@ def test_a_round_said_in_the_60_second_mode_is_scored_as_timed(client):
     r = client.post(f"/api/attempts/{a['id']}/submit", json={"timed": True}).json()
     assert r["timed"] and r["over_time"]
     assert client.get(f"/practice/{a['id']}/report").text.count("Over time:") == 1
+
+
+def test_the_report_says_when_the_scorer_could_not_decide(client):
+    a = client.post("/api/attempts", json={"scenario": "dataloader"}).json()
+    client.put(f"/api/attempts/{a['id']}/narration",
+               json={"narration": "The step has a gap at its start. It could possibly be the host-to-device copy."})
+    r = client.post(f"/api/attempts/{a['id']}/submit").json()
+    assert r["needs_review"] and not r["trap_endorsed"]
+    assert "The scorer could not decide" in client.get(f"/practice/{a['id']}/report").text
