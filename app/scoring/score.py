@@ -223,12 +223,13 @@ def _claim(read: Read, i: int, clause: Span, rubric: Rubric) -> str:
     for prev, nxt in zip(parts[k:], parts[k + 1:]):
         if not _CONTINUES.match(read.text[prev.end:nxt.start + 1] if nxt.start > prev.end else ""):
             break
-        if not _cause_denied(nxt.text, rubric):
+        if not _clause_denies_cause(nxt.text, rubric):
             out.append(nxt.text)
     return " ".join(out)
 
 
-def _cause_denied(text: str, rubric: Rubric) -> bool:
+def _clause_denies_cause(text: str, rubric: Rubric) -> bool:
+    """The clause names the true cause only to negate it."""
     for group in rubric.root_cause:
         m = _has(group, text)
         if m and negated(text, m.start(), m.end()):
@@ -249,7 +250,7 @@ def _classify(read: Read, i: int, clause: Span, m_start: int, m_end: int, rubric
     arith = any(q.start >= m_end and read.sentence_of(q.start) in (i, i + 1) for q in read.qty)
     # a verdict in a clause that denies the true cause ("... and the data loading can't be it")
     # is about the cause, not about the trap
-    verdict = None if _cause_denied(clause.text, rubric) else _has(lexicon.VERDICT, around)
+    verdict = None if _clause_denies_cause(clause.text, rubric) else _has(lexicon.VERDICT, around)
     here = negated(clause.text, m_start - clause.start, m_end - clause.start)
     posed = _has(lexicon.HYPOTHESIS, read.text[max(s.start, m_start - 200):m_end]) or _has(lexicon.HYPOTHESIS, clause.text)
     answered = any(re.match(lexicon.VERDICT_OPENING, f, re.I) or _has(lexicon.VERDICT, f) for f in follow[:1])
@@ -288,15 +289,15 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict) -> tuple[dict, bool, s
     review: str | None = None
     for trap in key["traps"]:
         pats = rubric.traps.get(trap["id"], ())
-        mentions = []  # (position, kind, arith, sentence, span) in reading order
+        mentions = []  # (start, end, kind, arith, sentence) in reading order
         for i, s in enumerate(read.sents):
             for c in clauses(s):
                 m = _has(pats, c.text) if pats else None
                 if m:
                     a, b = c.start + m.start(), c.start + m.end()
-                    mentions.append((a, *_classify(read, i, c, a, b, rubric), s, (a, b)))
-        for k, (pos, kind, arith, s, (a, b)) in enumerate(mentions):
-            retracted = any(later[1] == "rejected" and _corrects(read, later[0]) for later in mentions[k + 1:])
+                    mentions.append((a, b, *_classify(read, i, c, a, b, rubric), s))
+        for k, (a, b, kind, arith, s) in enumerate(mentions):
+            retracted = any(later[2] == "rejected" and _corrects(read, later[0]) for later in mentions[k + 1:])
             if kind == "rejected":
                 pts = w["trap"] if arith else w["trap"] * 2 / 3
                 why = "rejected with arithmetic" if arith else "rejected, without the arithmetic"
@@ -322,7 +323,7 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict) -> tuple[dict, bool, s
 
 # --- root cause, measurement, fix -------------------------------------------------------
 
-def _denies_cause(read: Read, rubric: Rubric) -> dict | None:
+def _read_denies_cause(read: Read, rubric: Rubric) -> dict | None:
     """The true cause said only to be denied ("the data loading can't be what's holding us
     back"), never asserted anywhere in the read: evidence, or None."""
     for group in rubric.root_cause:
@@ -464,7 +465,9 @@ def score(key: dict, rubric: Rubric, narration: str, runs: list[dict] | None = N
     w = {**WEIGHTS, **(weights or {})}
     read = read_of(narration)
     trap, endorsed, review = _trap(read, key, rubric, w)
-    denial = _denies_cause(read, rubric) if not endorsed and trap["evidence"] and trap["score"] < w["trap"] / 2 else None
+    # only where the trap was named and not rejected outright (a third of its points or less)
+    named_only = not endorsed and trap["evidence"] and trap["score"] < w["trap"] / 2
+    denial = _read_denies_cause(read, rubric) if named_only else None
     if denial:
         # "nvidia-smi shows 100%, so the GPU is busy and the data loading can't be the problem":
         # the trap's evidence named and the true cause denied is the trap endorsed
