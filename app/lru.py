@@ -55,16 +55,6 @@ class ByteLRU(Generic[V]):
         pending.set_result(value)
         return value
 
-    def put(self, key: Hashable, value: V) -> None:
-        with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            self._trim()
-
-    def peek(self, key: Hashable) -> V | None:
-        with self._lock:
-            return self._items.get(key)
-
     def _trim(self) -> None:
         """Drop the least recently used until the rest fits; the newest always stays (a
         value larger than the whole budget is still served, just not kept beside others)."""
@@ -72,15 +62,3 @@ class ByteLRU(Generic[V]):
         while total > self.max_bytes and len(self._items) > 1:
             _, old = self._items.popitem(last=False)
             total -= self._size_of(old)
-
-    @property
-    def nbytes(self) -> int:
-        with self._lock:
-            return sum(self._size_of(v) for v in self._items.values())
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()

@@ -78,13 +78,11 @@ def create_app(migrate: bool = True) -> FastAPI:
         where = ".".join(str(x) for x in first.get("loc", ()) if x != "body") or "body"
         return error(422, f"{where}: {first.get('msg', 'invalid')}")
 
-    @app.exception_handler(InstanceError)
-    def domain_error(request: Request, exc: InstanceError):
+    def domain_error(request: Request, exc: Exception):
         return error(next(s for cls, s in STATUS if isinstance(exc, cls)), str(exc))
 
-    @app.exception_handler(NarrationError)
-    def narration_error(request: Request, exc: NarrationError):
-        return error(next(s for cls, s in STATUS if isinstance(exc, cls)), str(exc))
+    for domain in (InstanceError, NarrationError):  # two roots of the domain's one-line errors
+        app.add_exception_handler(domain, domain_error)
 
     @app.exception_handler(StoreUnavailable)
     def unavailable(request: Request, exc: StoreUnavailable):

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import orjson
 from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.responses import RedirectResponse, Response
 from pydantic import BaseModel, Field
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
@@ -47,7 +47,7 @@ def _importer(settings: Settings) -> uploads.Importer:
 
 
 def _timeline_gz(tr: ImportedTrace, title: str) -> bytes:
-    """The viewer's columns for an upload, gzip level 1 (app/web/main.py's timeline_response
+    """The viewer's columns for an upload, gzip level 1 (app/web/instances.py's timeline_response
     serves them); runs in the import process."""
     from app.web import timeline
 
@@ -142,13 +142,12 @@ async def _receive(request: Request, settings: Settings) -> str:
     return uid
 
 
-async def _upload(request: Request, settings: Settings) -> str | JSONResponse:
-    """The id of the upload, or the 503 to answer when the import queue is full (built here:
-    the app's HTTPException handler does not pass headers such as Retry-After on)."""
+async def _upload(request: Request, settings: Settings) -> str:
+    """The id of the upload; a 503 with Retry-After when the import queue is full."""
     try:
         return await _receive(request, settings)
     except uploads.ImportsBusy as e:
-        return JSONResponse({"error": str(e)}, 503, headers={"Retry-After": str(RETRY_AFTER_S)})
+        raise HTTPException(503, str(e), headers={"Retry-After": str(RETRY_AFTER_S)}) from None
 
 
 @contextmanager
@@ -168,16 +167,13 @@ def upload_page(request: Request):
 
 @router.post("/upload", include_in_schema=False)
 async def upload_form(request: Request, settings: SettingsDep):
-    uid = await _upload(request, settings)
-    return uid if isinstance(uid, Response) else RedirectResponse(f"/traces/{uid}", 303)
+    return RedirectResponse(f"/traces/{await _upload(request, settings)}", 303)
 
 
 @router.post("/api/traces")
 async def upload_api(request: Request, settings: SettingsDep):
     """A trace as multipart/form-data, field `trace` (.json or .json.gz): its id, URL and read."""
     uid = await _upload(request, settings)
-    if isinstance(uid, Response):
-        return uid
     with _found():
         return {"id": uid, "url": f"/traces/{uid}", **_store(request, settings).get(uid).read}
 
@@ -253,5 +249,5 @@ def trace_sql(tid: str, body: Query, request: Request, settings: SettingsDep):
     except sql.QueryFailed as e:
         raise HTTPException(400, str(e)) from None
     except sql.QueryBusy as e:
-        return JSONResponse({"error": str(e)}, 429, headers={"Retry-After": "5"})
+        raise HTTPException(429, str(e), headers={"Retry-After": "5"}) from None
     return Response(orjson.dumps(result.as_json()), media_type="application/json")
