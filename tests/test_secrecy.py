@@ -145,4 +145,3 @@ def test_only_the_owner_reaches_a_rounds_instance(client):
     with TestClient(client.app) as stranger:
         for path in ("", ".json", "/timeline.bin", "/trace.json", "/tools/ncu", "/slices/1"):
             assert stranger.get(f"/practice/{a['id']}{path}").status_code == 404, path
-
