@@ -9,6 +9,7 @@ from alembic import context
 from sqlalchemy import engine_from_config, pool
 
 import app.db.models  # noqa: F401  (the models register their tables on Base.metadata)
+import app.db.staff  # noqa: F401
 from app.db.base import Base
 
 config = context.config
