@@ -150,6 +150,16 @@ def apply_overrides(cls: type[ScenarioParams], base: ScenarioParams, overrides: 
         raise InstanceError(f"param {loc}: {msg}{rng}") from None
 
 
+@dataclass(frozen=True)
+class Hint:
+    """One rung of a live round's hint ladder, which an interviewer may reveal to the
+    candidate: where to look or what to measure, never the cause, the fix, the win or a
+    number the candidate should read off the trace (app/rounds/guide.py)."""
+
+    title: str
+    text: str
+
+
 @dataclass
 class Built:
     """What a scenario's build returns: the key and artifacts now, traces on demand."""
@@ -177,6 +187,10 @@ class Scenario:
     reader_checks: dict[str, str] = field(default_factory=dict)
     # How a narration says this case's root cause, fix and traps (app/scoring/rubric.py).
     rubric: Any = None
+    # The pointed end of the hint ladder, gentle to pointed: where to look in this case and,
+    # last, the measurement to run. app/rounds/guide.py puts the generic discipline nudges
+    # before them, and gives a scenario that defines none a default from its key.
+    hints: tuple[Hint, ...] = ()
     module_doc: str = ""
 
     def rng(self, seed: SeedLabel, stream: int) -> np.random.Generator:

@@ -127,9 +127,16 @@ def stated(read: Read, observations: list[dict], rubric: Rubric) -> dict[str, tu
     return out
 
 
+def findings_targets(key: dict, rubric: Rubric) -> list[str]:
+    """The observation ids a read is expected to state: those the model answer states (the
+    first six findings when it states none), in the order it states them."""
+    obs = [o for o in key["observations"] if o["id"] not in FIX_IDS]
+    return list(stated(read_of(key["model_answer"]), obs, rubric)) or [o["id"] for o in obs[:6]]
+
+
 def _findings(read: Read, key: dict, rubric: Rubric, w: dict) -> dict:
     obs = [o for o in key["observations"] if o["id"] not in FIX_IDS]
-    targets = set(stated(read_of(key["model_answer"]), obs, rubric)) or {o["id"] for o in obs[:6]}
+    targets = set(findings_targets(key, rubric))
     got = stated(read, obs, rubric)
     on_target = [i for i in got if i in targets]
     extra = [i for i in got if i not in targets]
