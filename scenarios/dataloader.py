@@ -78,7 +78,7 @@ from typing import Literal
 import numpy as np
 
 from app import physics, training, workload
-from app.scenario import Built, Scenario, ScenarioParams, gpu_clock_report, make_key, new_builder, obs, param
+from app.scenario import Built, Hint, Scenario, ScenarioParams, gpu_clock_report, make_key, new_builder, obs, param
 from app.trace import intervals
 from app.trace.builder import Kind, KernelInfo, TraceBuilder
 from app.trace.emit import cpu_span, launch_phase, memcpy, runtime_call
@@ -800,5 +800,17 @@ scenario = Scenario(
                "h2d_copy": (r"\bh2d\b|\bhtod\b|host.to.device", r"\bmemcpy\b", r"\bthe copy\b"),
                "comm": (r"(ddp |nccl )?(communication|all-?reduce|nccl).{0,30}(slow|bottleneck|problem)",)},
         also_confirms=("nsys-nvtx-sum",),
+    ),
+    hints=(
+        Hint("Who owns the idle",
+             "While the compute stream is idle at the start of each step, which span is the main thread "
+             "inside, and what are the worker rows doing?"),
+        Hint("Rates before kernels",
+             "Work out how fast the GPU consumes a batch once it has one, and how fast a batch is produced for "
+             "it. Compare the two rates before you look inside any kernel, and size anything else that looks "
+             "suspicious before blaming it."),
+        Hint("One experiment settles it",
+             "Run the step with synthetic in-memory data (synthetic-data) and compare its step time with the "
+             "real run's."),
     ),
 )

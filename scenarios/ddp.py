@@ -35,7 +35,7 @@ from typing import Literal
 import numpy as np
 
 from app import physics, training, workload
-from app.scenario import Built, Scenario, ScenarioParams, make_key, new_builder, obs, param, gpu_clock_report
+from app.scenario import Built, Hint, Scenario, ScenarioParams, make_key, new_builder, obs, param, gpu_clock_report
 from app.trace import intervals
 from app.trace.emit import cpu_span, memcpy
 from app.scoring.rubric import Rubric
@@ -281,5 +281,17 @@ scenario = Scenario(
                              r"(slow|bad|degraded) (interconnect|network|links?)"),
                "no_sync": (r"no_sync", r"(never|not) (being )?(synchroni[sz]\w*|synced)", r"grad(ient)? accumulation")},
         also_confirms=("ddp-debug",),
+    ),
+    hints=(
+        Hint("The communication stream",
+             "Put the NCCL stream beside the compute stream for one step. When does the all-reduce start "
+             "relative to the end of backward, and does it run alongside backward or on its own?"),
+        Hint("Count, then do the arithmetic",
+             "How many NCCL kernels run per step? Before judging the interconnect, work out the bus bandwidth "
+             "the all-reduce actually achieved: the gradient bytes, what a ring all-reduce moves per GPU, and "
+             "the kernel's duration."),
+        Hint("The count that settles it",
+             "Run the GPU kernel summary (nsys-kern-sum) and read how many instances of the NCCL kernel there "
+             "are per step. How many would you expect DDP to launch?"),
     ),
 )

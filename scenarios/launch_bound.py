@@ -69,7 +69,7 @@ import numpy as np
 from pydantic import model_validator
 
 from app import physics, workload
-from app.scenario import Built, Scenario, ScenarioParams, gpu_clock_report, make_key, new_builder, obs, param
+from app.scenario import Built, Hint, Scenario, ScenarioParams, gpu_clock_report, make_key, new_builder, obs, param
 from app.trace import intervals
 from app.trace.builder import Kind, KernelInfo
 from app.trace.emit import launch_phase
@@ -762,5 +762,16 @@ scenario = Scenario(
         skip_stages=("overlap",),  # one GPU, no communication: nothing to overlap
         # the busy/idle split and the per-kernel means, said to within a fifth, tell the same story
         tolerance={"gpu_busy_ms": 0.2, "gpu_idle_ms": 0.2, "mean_kernel_us": 0.2, "mean_gap_us": 0.2},
+    ),
+    hints=(
+        Hint("Zoom in",
+             "Zoom into a fraction of a millisecond of one token. What does the compute stream look like at "
+             "that scale? Compare a typical kernel's duration with the idle after it."),
+        Hint("The CPU row",
+             "What is the main thread doing while the GPU sits between kernels? Compare the CPU time it spends "
+             "per launched kernel with the kernel's own duration, and count the kernels in one token."),
+        Hint("Count the launches",
+             "Run the CUDA API summary (nsys-api-sum): how many cudaLaunchKernel calls does one token make, "
+             "and how much of the token's wall time does the launching thread cover?"),
     ),
 )

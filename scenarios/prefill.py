@@ -91,7 +91,7 @@ from typing import Literal
 import numpy as np
 
 from app import physics, workload
-from app.scenario import Built, Scenario, ScenarioParams, gpu_clock_report, make_key, new_builder, obs, param
+from app.scenario import Built, Hint, Scenario, ScenarioParams, gpu_clock_report, make_key, new_builder, obs, param
 from app.trace.builder import Kind, KernelInfo
 from app.trace.schedule import in_order
 from app.scoring.rubric import Rubric
@@ -1289,5 +1289,16 @@ scenario = Scenario(
                                   r"blam\w+ (the )?(tp )?(all-?reduce|nccl|communication)"),
                "faster_kernels": (r"(tune|optimi[sz]\w*|faster|speed up) .{0,20}(prefill )?(kernels?|gemms?|attention)",)},
         also_confirms=("request-log",),
+    ),
+    hints=(
+        Hint("The unit in serving",
+             "In serving the unit is one scheduler iteration, not a training step. Are all iterations alike? "
+             "Find the ones that are not and read their arguments: what each one carries."),
+        Hint("Busy or idle?",
+             "During the longest iterations, is the GPU idle or busy, and with which kernels? Then line up the "
+             "latency spikes with those iterations."),
+        Hint("The request log",
+             "Plot inter-token latency against the prefill tokens scheduled in the same iteration "
+             "(itl-scatter)."),
     ),
 )

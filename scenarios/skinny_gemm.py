@@ -95,7 +95,7 @@ import numpy as np
 from pydantic import model_validator
 
 from app import physics, training, workload
-from app.scenario import Built, Scenario, ScenarioParams, gpu_clock_report, make_key, new_builder, obs, param
+from app.scenario import Built, Hint, Scenario, ScenarioParams, gpu_clock_report, make_key, new_builder, obs, param
 from app.trace import intervals
 from app.trace.builder import Kind, KernelInfo, TraceBuilder
 from app.trace.emit import Launched, cpu_span, launch_phase, memcpy
@@ -897,5 +897,16 @@ scenario = Scenario(
                                           r"\b(comm\w*|nccl|reduce-scatter\w*)\b.{0,40}\b(ceiling|critical path|gat\w+|limit\w*)\b",
                                           r"\bcut (the )?comm\w*", r"\bgated by\b", r"nccl_algo")},
         also_confirms=("gemm-microbench",),
+    ),
+    hints=(
+        Hint("A clean timeline is a finding",
+             "If the gaps and the overlap check out, say so: that is a finding. Then go inside the busy time: "
+             "which kernel family takes the largest share, and what are its GEMM shapes (M, N, K)?"),
+        Hint("Shape arithmetic",
+             "From the dominant GEMM's M, N and K, work out its FLOPs, its minimum bytes and its arithmetic "
+             "intensity, and place it against this GPU's ridge point."),
+        Hint("Look inside the kernel",
+             "A timeline ends at kernel boundaries: run Nsight Compute (ncu) on the top GEMM and read its "
+             "memory and tensor-pipe throughput."),
     ),
 )

@@ -82,8 +82,8 @@ import numpy as np
 from pydantic import model_validator
 
 from app import physics, training, workload
-from app.scenario import (Built, InstanceError, Scenario, ScenarioParams, gpu_clock_report, make_key, new_builder,
-                          obs, param, trace_start_ns)
+from app.scenario import (Built, Hint, InstanceError, Scenario, ScenarioParams, gpu_clock_report, make_key,
+                          new_builder, obs, param, trace_start_ns)
 from app.trace.builder import Trace
 from app.trace.emit import cpu_span, launch_phase, memcpy
 from app.scoring.rubric import Rubric
@@ -614,5 +614,17 @@ scenario = Scenario(
                "bad_link": (r"\bnic\b", r"(bad|faulty|broken|degraded) (link|cable|pcie|nvlink|nic)", r"\bpcie\b")},
         also_confirms=("nvidia-smi", "dcgm", "gemm-microbench"),
         cues={"bucket_gb": (r"\bmessage\b", r"\bgradients?\b")},
+    ),
+    hints=(
+        Hint("What a collective's time includes",
+             "An NCCL kernel's duration on one rank includes the time it waits for every other rank to arrive. "
+             "What two different things make a collective long, and can this rank's trace alone tell them "
+             "apart?"),
+        Hint("Size before you blame",
+             "From the bucket's bytes and a modest ring bandwidth, how long should that all-reduce take on "
+             "this interconnect? Compare it with the kernel time this rank shows."),
+        Hint("Look across ranks",
+             "Open the per-rank step decomposition (per-rank) and compare each rank's compute time. If one "
+             "rank stands out, ask what differs about its GPU."),
     ),
 )
