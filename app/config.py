@@ -67,6 +67,12 @@ class Settings(BaseSettings):
     sql_memory_limit_mb: int = 256
     max_concurrent_sql: int = 2  # per process; past that, 429
 
+    # Live rounds: how long a candidate link opens its round, and how often each worker
+    # reads the tail of the rounds' event log on SQLite (whose workers cannot notify each
+    # other; PostgreSQL's LISTEN/NOTIFY needs no polling). 0 turns the tail off (one worker).
+    candidate_link_hours: float = 72.0
+    live_poll_s: float = 0.05
+
 
 @lru_cache
 def get_settings() -> Settings:

@@ -150,6 +150,7 @@ class Round(Base):
     marks: Mapped[dict] = mapped_column(JSON, default=dict)
     runs: Mapped[list] = mapped_column(JSON, default=list)
     last_event_id: Mapped[int] = mapped_column(Integer, default=0)
+    event_count: Mapped[int] = mapped_column(Integer, default=0)  # the log's length, for its limit
     opened_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     submitted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

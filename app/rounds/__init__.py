@@ -1,1 +1,2 @@
-"""Live interview rounds: what the interviewer's console holds beside the candidate's read."""
+"""Live interview rounds: the question bank, rounds and their append-only event log,
+hints, notes, scorecards, and the wake-up that carries events to every worker."""
