@@ -168,23 +168,23 @@ def add_user(store: Store, email: str, password: str | None, role: str, team_slu
         changes = []
         team, made = _get_or_create(db, Team, {"slug": slug}, name=slug, created_at=t)
         if made:
-            changes.append(f"team {slug}")
+            changes.append(f"new team {slug}")
         user = db.scalar(select(User).where(User.email == email))
         if user is None:
             if new_hash is None:
                 raise AccountError(f"{email} has no account yet: a new account needs a password")
             user, made = _get_or_create(db, User, {"email": email}, password_hash=new_hash, created_at=t)
-            changes.append(f"user {email}" if made else "password")
+            changes.append(f"new user {email}" if made else "password set")
             if not made:
                 user.password_hash = new_hash
         elif new_hash is not None:
             user.password_hash = new_hash
-            changes.append("password")
+            changes.append("password set")
         m, made = _get_or_create(db, Membership, {"user_id": user.id, "team_id": team.id}, role=role, created_at=t)
         if made:
-            changes.append(f"{role} of {slug}")
+            changes.append(f"joined {slug}")
         elif m.role != role:
-            changes.append(f"{m.role} -> {role} in {slug}")
+            changes.append(f"was {m.role}")
             m.role = role
         db.flush()
         staff = _staff(db, user)
