@@ -167,16 +167,21 @@ def cmd_user_add(args) -> None:
         # the input first: a typo in the email is not worth typing a password twice for
         email, role, team = service.check_email(args.email), service.check_role(args.role), service.check_slug(args.team)
         password = os.environ.get("TRACEDOJO_PASSWORD")
-        if password is None:
-            if not sys.stdin.isatty():
-                raise AccountError("no password: set TRACEDOJO_PASSWORD, or run in a terminal to be asked")
-            password = getpass.getpass(f"Password for {email}: ")
-            if getpass.getpass("The same again: ") != password:
-                raise AccountError("the two passwords differ")
-        service.check_password(password)
+        if password is not None:
+            service.check_password(password)
         settings = get_settings()
         prepare_database(settings.database_url, settings.data_dir, settings.create_db or args.create_db)
-        added = service.add_user(store_for(settings.database_url, settings.db_busy_timeout_s), email, password, role, team)
+        store = store_for(settings.database_url, settings.db_busy_timeout_s)
+        # an existing account keeps its password unless one is given (a new team or role
+        # needs none); a new account needs one
+        existing = service.has_account(store, email)
+        if password is None and not existing:
+            if not sys.stdin.isatty():
+                raise AccountError("no password: set TRACEDOJO_PASSWORD, or run in a terminal to be asked")
+            password = service.check_password(getpass.getpass(f"Password for {email}: "))
+            if getpass.getpass("The same again: ") != password:
+                raise AccountError("the two passwords differ")
+        added = service.add_user(store, email, password, role, team)
     except (AccountError, DatabaseMissing, StoreUnavailable) as e:
         raise InstanceError(str(e)) from None
     print(f"{added.email} is {role} of team {team}: {', '.join(added.changes) or 'as before, nothing changed'}")
@@ -236,7 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_serve)
     p = sub.add_parser("user", help="staff accounts")
     users = p.add_subparsers(dest="user_command", required=True, parser_class=_Parser)
-    p = users.add_parser("add", help="add a staff member to a team (made if missing), or change their role or password")
+    p = users.add_parser("add", help="add a staff member to a team (made if missing), or change their role",
+                         description="A new account's password comes from TRACEDOJO_PASSWORD, else is asked for twice; "
+                         "an existing account keeps its password unless TRACEDOJO_PASSWORD gives a new one.")
     p.add_argument("email")
     p.add_argument("--role", required=True, help="admin, interviewer or reviewer")
     p.add_argument("--team", required=True, help="the team's slug: letters, digits and hyphens")

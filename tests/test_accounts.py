@@ -403,6 +403,16 @@ def test_an_invite_makes_one_account_and_signs_it_in(app, store):
     assert sign_in(app, "new@x.org", "0123456789").get("/me.json").status_code == 200
 
 
+def test_a_new_invite_replaces_the_open_one(app, store):
+    old = invite_token(app, store, "new@x.org", "reviewer")
+    admin = sign_in(app, "ann@x.org")
+    new = admin.post("/api/teams/acme/invites", json={"email": "new@x.org", "role": "admin"}).json()["invite_url"]
+    assert client(app).get(f"/invite/{old}.json").status_code == 404
+    assert [i["role"] for i in admin.get("/teams/acme.json").json()["invites"]] == ["admin"]
+    assert client(app).post(new.replace(SITE, ""), json={"password": "0123456789"}).status_code == 201
+    assert admin.get("/teams/acme.json").json()["invites"] == []
+
+
 def test_an_expired_invite_is_gone(app, store, clock):
     token = invite_token(app, store)
     clock.shift(days=7, seconds=1)
@@ -482,8 +492,12 @@ def test_cli_user_add_on_a_fresh_database(database_url, monkeypatch):
     assert out.stdout.count("\n") == 1 and "ann@x.org" in out.stdout and "new team acme" in out.stdout
     app = make_app(database_url, monkeypatch)
     sign_in(app, "ann@x.org", "0123456789")
-    out = cli(database_url, "ann@x.org", "--role", "reviewer", "--team", "beta")
-    assert out.returncode == 0 and "joined beta" in out.stdout
+    out = cli(database_url, "ann@x.org", "--role", "reviewer", "--team", "beta", password=None)
+    assert out.returncode == 0 and "joined beta" in out.stdout and "password" not in out.stdout, out.stderr
+    sign_in(app, "ann@x.org", "0123456789")  # an existing account keeps its password unless given one
+    out = cli(database_url, "ann@x.org", "--role", "admin", "--team", "beta", password="a new password")
+    assert out.returncode == 0 and "password set, was reviewer" in out.stdout
+    sign_in(app, "ann@x.org", "a new password")
 
 
 @pytest.mark.parametrize("args,password,word", [

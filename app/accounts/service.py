@@ -191,6 +191,12 @@ def add_user(store: Store, email: str, password: str | None, role: str, team_slu
     return UserAdded(**asdict(staff), changes=tuple(changes))
 
 
+def has_account(store: Store, email: str) -> bool:
+    email = check_email(email)
+    with store.read() as db:
+        return db.scalar(select(User.id).where(User.email == email)) is not None
+
+
 def disable_user(store: Store, email: str) -> bool:
     """Disable an account and end its sessions; False if there is no such account."""
     email = check_email(email)
@@ -341,9 +347,15 @@ def invite(store: Store, by: Staff, team_id: int, email: str, role: str) -> str:
                          .where(User.email == email, Membership.team_id == team_id))
         if have:
             raise AccountError(f"{email} is in this team already, as {have}")
+        _close_invites(db, team_id, email)  # the newest link is the one that works
         db.add(Invite(token_hash=token_hash(token), team_id=team_id, email=email, role=role, created_by=by.user_id,
                       created_at=t, expires_at=t + INVITE_TTL))
     return token
+
+
+def _close_invites(db: Session, team_id: int, email: str) -> None:
+    """Open invites of one email to one team go: replaced by a newer one, or done with."""
+    db.execute(delete(Invite).where(Invite.team_id == team_id, Invite.email == email, Invite.used_at.is_(None)))
 
 
 def _open_invite(db: Session, token: str) -> Invite:
@@ -407,6 +419,7 @@ def accept_invite(store: Store, token: str, password: str, ip: str = "") -> tupl
         m, made = _get_or_create(db, Membership, {"user_id": user.id, "team_id": inv.team_id}, role=inv.role,
                                  created_at=t)
         m.role = inv.role
+        _close_invites(db, inv.team_id, inv.email)  # any other link for this email is moot now
         session = _new_session(db, user.id, t)
         staff = _staff(db, user)
     return session, staff
