@@ -155,6 +155,38 @@ def cmd_serve(args) -> None:
                 log_level="warning" if args.quiet else "info")
 
 
+def cmd_user_add(args) -> None:
+    import getpass
+    import os
+
+    from app.accounts import AccountError, service
+    from app.config import get_settings
+    from app.db.base import DatabaseMissing, StoreUnavailable, prepare_database, store_for
+
+    try:
+        # the input first: a typo in the email is not worth typing a password twice for
+        email, role, team = service.check_email(args.email), service.check_role(args.role), service.check_slug(args.team)
+        password = os.environ.get("TRACEDOJO_PASSWORD")
+        if password is not None:
+            service.check_password(password)
+        settings = get_settings()
+        prepare_database(settings.database_url, settings.data_dir, settings.create_db or args.create_db)
+        store = store_for(settings.database_url, settings.db_busy_timeout_s)
+        # an existing account keeps its password unless one is given (a new team or role
+        # needs none); a new account needs one
+        existing = service.has_account(store, email)
+        if password is None and not existing:
+            if not sys.stdin.isatty():
+                raise AccountError("no password: set TRACEDOJO_PASSWORD, or run in a terminal to be asked")
+            password = service.check_password(getpass.getpass(f"Password for {email}: "))
+            if getpass.getpass("The same again: ") != password:
+                raise AccountError("the two passwords differ")
+        added = service.add_user(store, email, password, role, team)
+    except (AccountError, DatabaseMissing, StoreUnavailable) as e:
+        raise InstanceError(str(e)) from None
+    print(f"{added.email} is {role} of team {team}: {', '.join(added.changes) or 'as before, nothing changed'}")
+
+
 def _instance_args(p: argparse.ArgumentParser, rank: bool = False) -> None:
     p.add_argument("scenario", help="scenario id (see `tracedojo scenarios`)")
     p.add_argument("--seed", help="non-negative integer seed (default 0)")
@@ -207,6 +239,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="start on an empty database even though one existed before (its data is gone)")
     p.add_argument("--quiet", action="store_true", help="log warnings only")
     p.set_defaults(func=cmd_serve)
+    p = sub.add_parser("user", help="staff accounts")
+    users = p.add_subparsers(dest="user_command", required=True, parser_class=_Parser)
+    p = users.add_parser("add", help="add a staff member to a team (made if missing), or change their role",
+                         description="A new account's password comes from TRACEDOJO_PASSWORD, else is asked for twice; "
+                         "an existing account keeps its password unless TRACEDOJO_PASSWORD gives a new one.")
+    p.add_argument("email")
+    p.add_argument("--role", required=True, help="admin, interviewer or reviewer")
+    p.add_argument("--team", required=True, help="the team's slug: letters, digits and hyphens")
+    p.add_argument("--create-db", action="store_true",
+                   help="start on an empty database even though one existed before (its data is gone)")
+    p.set_defaults(func=cmd_user_add)
     return parser
 
 

@@ -16,6 +16,37 @@ class NotSignedIn(Exception):
     """Staff only: sign in first (HTTP 401; pages redirect to /login)."""
 
 
+class AccountError(ValueError):
+    """Bad input to an account operation: a malformed email, an unknown role, a bad team
+    slug, a password too short (HTTP 400). The message is one line a person can act on."""
+
+
+class LoginFailed(AccountError):
+    """Wrong email or password; the same words whichever it was (HTTP 401)."""
+
+
+class TooManyAttempts(AccountError):
+    """Too many failed sign-ins for this email or from this address lately (HTTP 429,
+    Retry-After: `retry_after_s`)."""
+
+    def __init__(self, message: str, retry_after_s: int):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+        self.headers = {"Retry-After": str(retry_after_s)}
+
+
+class NoInvite(AccountError):
+    """No invite has this token (HTTP 404)."""
+
+
+class InviteUsed(AccountError):
+    """The invite was accepted already; it opens one account only (HTTP 409)."""
+
+
+class InviteExpired(AccountError):
+    """The invite's week is over (HTTP 410): ask for a new one."""
+
+
 @dataclass(frozen=True)
 class Staff:
     user_id: int

@@ -13,12 +13,14 @@ from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app import __version__, instances, practice
+from app.accounts import AccessDenied, AccountError, NotSignedIn
 from app.config import ROOT, get_settings
 from app.db.base import StoreUnavailable, prepare_database
 from app.scenario import InstanceError
 from app.scoring.score import NarrationError, NarrationTooLong
 from app.web import attempts, explorer, practice as practice_pages, traces
-from app.web.deps import store
+from app.web import accounts as accounts_pages
+from app.web.deps import SignInFirst, store
 from app.web.security import SecurityMiddleware
 
 log = logging.getLogger("tracedojo")
@@ -36,6 +38,7 @@ def error(status: int, message: str, headers: dict | None = None) -> JSONRespons
 STATUS = [
     (practice.NoAttempt, 404), (instances.UnknownScenario, 404), (practice.AttemptClosed, 409),
     (NarrationTooLong, 413), (NarrationError, 400), (InstanceError, 400),
+    *accounts_pages.STATUS,
 ]
 
 
@@ -49,6 +52,7 @@ def create_app(migrate: bool = True) -> FastAPI:
     app.include_router(traces.router)
     app.include_router(attempts.router)
     app.include_router(practice_pages.router)
+    app.include_router(accounts_pages.router)
     app.add_middleware(SecurityMiddleware, secure_cookies=settings.secure_cookies)
 
     @app.get("/healthz", include_in_schema=False)
@@ -79,10 +83,13 @@ def create_app(migrate: bool = True) -> FastAPI:
         return error(422, f"{where}: {first.get('msg', 'invalid')}")
 
     def domain_error(request: Request, exc: Exception):
-        return error(next(s for cls, s in STATUS if isinstance(exc, cls)), str(exc))
+        return error(next(s for cls, s in STATUS if isinstance(exc, cls)), str(exc), getattr(exc, "headers", None))
 
     for domain in (InstanceError, NarrationError):  # two roots of the domain's one-line errors
         app.add_exception_handler(domain, domain_error)
+    for domain in (AccountError, AccessDenied, NotSignedIn):  # and the accounts'
+        app.add_exception_handler(domain, domain_error)
+    app.add_exception_handler(SignInFirst, accounts_pages.sign_in_first)  # pages: 303 to /login, not a 401
 
     @app.exception_handler(StoreUnavailable)
     def unavailable(request: Request, exc: StoreUnavailable):
