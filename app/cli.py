@@ -151,8 +151,10 @@ def cmd_serve(args) -> None:
         raise InstanceError(str(e)) from None
     # Workers are separate processes sharing nothing but the database and data/: uvicorn
     # imports the factory in each.
+    # timeout_graceful_shutdown: a live round's event streams stay open; on a restart they
+    # are cut after 3 s and the browsers reconnect and resume from their Last-Event-ID.
     uvicorn.run("app.web.main:create_app", factory=True, host=args.host, port=args.port, workers=args.workers,
-                log_level="warning" if args.quiet else "info")
+                log_level="warning" if args.quiet else "info", timeout_graceful_shutdown=3)
 
 
 def cmd_user_add(args) -> None:

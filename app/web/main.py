@@ -3,7 +3,9 @@ shape for every route: `{"error": "one line"}` with the status that fits."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -18,8 +20,9 @@ from app.config import ROOT, get_settings
 from app.db.base import StoreUnavailable, prepare_database
 from app.scenario import InstanceError
 from app.scoring.score import NarrationError, NarrationTooLong
-from app.web import attempts, explorer, practice as practice_pages, traces
+from app.rounds import live, questions, wakeup
 from app.web import accounts as accounts_pages
+from app.web import attempts, candidate, explorer, practice as practice_pages, rounds, traces
 from app.web.deps import SignInFirst, store
 from app.web.security import SecurityMiddleware
 
@@ -37,22 +40,38 @@ def error(status: int, message: str, headers: dict | None = None) -> JSONRespons
 # Domain errors and the status each one means, most specific first.
 STATUS = [
     (practice.NoAttempt, 404), (instances.UnknownScenario, 404), (practice.AttemptClosed, 409),
+    (live.NoRound, 404), (questions.NoQuestion, 404), (live.RoundClosed, 409), (live.LinkExpired, 410),
     (NarrationTooLong, 413), (NarrationError, 400), (InstanceError, 400),
     *accounts_pages.STATUS,
 ]
+
+
+@asynccontextmanager
+async def _live_feed(app: FastAPI):
+    """Live rounds' wake-ups for this worker: its event loop, and the feed from other
+    workers (PostgreSQL LISTEN, or SQLite's log tail), started with the app."""
+    wakeup.HUB.bind(asyncio.get_running_loop())
+    feed = wakeup.start_feed(store(), get_settings().live_poll_s)
+    try:
+        yield
+    finally:
+        if feed is not None:
+            feed.stop()
 
 
 def create_app(migrate: bool = True) -> FastAPI:
     settings = get_settings()
     if migrate:
         prepare_database(settings.database_url, settings.data_dir, settings.create_db)
-    app = FastAPI(title="Trace Dojo", version=__version__)
+    app = FastAPI(title="Trace Dojo", version=__version__, lifespan=_live_feed)
     app.mount("/static", StaticFiles(directory=str(ROOT / "static")), name="static")
     app.include_router(explorer.router)
     app.include_router(traces.router)
     app.include_router(attempts.router)
     app.include_router(practice_pages.router)
     app.include_router(accounts_pages.router)
+    app.include_router(rounds.router)
+    app.include_router(candidate.router)
     app.add_middleware(SecurityMiddleware, secure_cookies=settings.secure_cookies)
 
     @app.get("/healthz", include_in_schema=False)

@@ -46,7 +46,7 @@ export function setupViewerPage(root, opts = {}) {
     out.textContent = "running…";
     const res = await fetch(form.tool.value);
     const body = await res.json();
-    if (res.ok) showRuns(root, await runs.record(body.tool));
+    if (res.ok) showRuns(root, await runs.record(body.tool, Object.fromEntries(new URL(form.tool.value, location.href).searchParams)));
     if (!res.ok) out.textContent = body.error || `HTTP ${res.status}`;
     else out.textContent = body.applicable ? body.output : `${body.tool} does not apply here: ${body.reason}`;
     const chart = root.querySelector("[data-tool-chart]");
@@ -62,7 +62,7 @@ export function setupViewerPage(root, opts = {}) {
     });
   }
 
-  return mount(root, root.dataset.url, { sliceUrl: root.dataset.sliceUrl, marks: opts.marks }).then((api) => {
+  return mount(root, root.dataset.url, { sliceUrl: root.dataset.sliceUrl, marks: opts.marks, onChange: opts.onChange }).then((api) => {
     if (testing) window.timelineTest = api;
     root.querySelector("canvas").focus({ preventScroll: true });
     return api;

@@ -87,8 +87,29 @@ export async function mount(root, url, opts = {}) {
     if (stats.frames.length >= 5000) stats.frames.shift();
     stats.frames.push(work);
     if (stats.firstPaintMs === null) stats.firstPaintMs = performance.now();
+    if (opts.onChange) reportChange();
     if (held.size) redraw();
     else if (!pending) { const w = idleWaiters; idleWaiters = []; w.forEach((f) => f()); }
+  }
+
+  // What the person looks at, reported when it changes (a live round mirrors it on the
+  // interviewer's console): checked once per frame, so every way of moving is covered.
+  let reported = { window: "", selection: "" };
+  function reportChange() {
+    const win = `${Math.round(view.scale.start)}:${Math.round(view.scale.end)}:${Math.round(view.scrollY)}`;
+    if (win !== reported.window) {
+      reported.window = win;
+      opts.onChange("viewport", { start_ns: view.scale.start, end_ns: view.scale.end, scroll_y: view.scrollY });
+    }
+    const sel = `${view.area ? `${view.area.start_ns}:${view.area.end_ns}` : ""}|${view.selectedRow}`;
+    if (sel !== reported.selection) {
+      reported.selection = sel;
+      opts.onChange("selection", {
+        area: view.area ? { start_ns: view.area.start_ns, end_ns: view.area.end_ns } : null,
+        row: view.selectedRow >= 0 ? view.selectedRow : null,
+        name: view.selectedRow >= 0 ? data.header.names[data.cols.name[view.selectedRow]] : null,
+      });
+    }
   }
 
   function resize() {
@@ -287,6 +308,21 @@ export async function mount(root, url, opts = {}) {
     steps: data.header.steps,
     t0_ns: data.header.t0_ns,  // absolute trace time of 0: marks are stored absolute (µs), like the key's
     setMarks: (marks) => { view.marks = [...marks]; redraw(); },
+    // Show what another viewer of the same timeline shows (the console's mirror): its
+    // window, scroll, area selection and selected slice.
+    mirror: ({ viewport, selection }) => {
+      if (viewport) {
+        view.scale.set(viewport.start_ns, viewport.end_ns, view.scale.width);
+        if (viewport.scroll_y != null) view.scrollY = Math.max(0, viewport.scroll_y);
+      }
+      if (selection) {
+        const row = selection.row != null && selection.row < data.count ? selection.row : -1;
+        if (row !== view.selectedRow) { view.selectedRow = row; view.partnerRow = row >= 0 ? partner(data, row) : -1; panels.describe(row); }
+        view.area = selection.area ? { ...selection.area } : null;
+        if (view.area && row < 0) panels.showArea(view.area);
+      }
+      redraw();
+    },
   };
   return api;
 }

@@ -1,0 +1,154 @@
+// The candidate's side of a live round: the practice round's page without a score. What
+// they do is sent as it happens (the interviewer's console mirrors it): the narration a
+// moment after typing stops, marks, measurements, the timeline's window and selection
+// (at most every 100 ms), and neutral integrity signals (tab hidden or shown, paste
+// sizes). What the interviewer pushes (phase, hints, lock, end) arrives over the
+// round's event stream (htmx hx-sse swaps the status; this page reacts to lock and end).
+import { setupViewerPage } from "./viewer-page.js";
+import { readTimer, tickClock, words } from "./live-common.js";
+
+const page = JSON.parse(document.getElementById("round-data").textContent);
+const root = document.getElementById("viewer");
+const box = document.getElementById("narrate");
+const status = document.getElementById("round-status");
+const area = document.getElementById("narration");
+const $ = (sel) => box.querySelector(sel);
+const showError = (msg) => { const e = $("[data-error]"); e.textContent = msg; e.hidden = !msg; };
+const opened = Date.now();
+const state = { locked: false, ended: page.ended };  // as the interviewer set it (applyStatus)
+
+async function api(path, method, body) {
+  const res = await fetch(`${page.api}${path}`, {
+    method, headers: { "Content-Type": "application/json" }, body: JSON.stringify(body ?? {}),
+  });
+  if (!res.ok) {
+    let msg = `HTTP ${res.status}`;
+    try { msg = (await res.json()).error || msg; } catch { /* not JSON */ }
+    if (res.status !== 409) showError(msg);  // 409: locked or ended, which the status already says
+    throw Object.assign(new Error(msg), { status: res.status });
+  }
+  return res.json();
+}
+
+// --- what the candidate looks at: sent at most every 100 ms per kind, the last one always --
+const pending = {}, timers = {};
+function send(kind, data) {
+  pending[kind] = { kind, ...data, t: Date.now() };
+  if (timers[kind]) return;
+  timers[kind] = setTimeout(function flush() {
+    const body = pending[kind];
+    delete pending[kind];
+    timers[kind] = null;
+    if (body && !state.ended) api("/events", "POST", body).catch(() => {});
+  }, 100);
+}
+
+// --- measurements and marks ----------------------------------------------------------------
+let runs = page.runs || [];
+const viewer = setupViewerPage(root, {
+  runs: {
+    list: () => runs,
+    async record(tool, options) {
+      try { runs = (await api("/runs", "POST", { tool, options, since_open_s: (Date.now() - opened) / 1000 })).runs; }
+      catch (e) { /* shown */ }
+      return runs;
+    },
+  },
+  onChange: (kind, data) => send(kind, data),
+});
+
+const MARKS = { step: ["one step", "rgba(0,114,178,0.14)", "#0b4f7a", 0], gap: ["the gap", "rgba(213,94,0,0.16)", "#8a3a00", 1] };
+let marks = page.marks || {};
+function drawMarks(tl) {
+  const t0us = tl.t0_ns / 1e3;
+  tl.setMarks(Object.entries(marks).map(([k, m]) => ({
+    start_ns: (m.start_us - t0us) * 1e3, end_ns: (m.end_us - t0us) * 1e3,
+    label: MARKS[k][0], color: MARKS[k][1], textColor: MARKS[k][2], row: MARKS[k][3],
+  })));
+  $("[data-marks-status]").textContent = Object.entries(marks)
+    .map(([k, m]) => `${MARKS[k][0]}: ${((m.end_us - m.start_us) / 1e3).toFixed(2)} ms`).join(" · ");
+}
+viewer.then((tl) => {
+  drawMarks(tl);
+  box.querySelectorAll("[data-mark]").forEach((b) => b.addEventListener("click", async () => {
+    const sel = tl.selection();
+    if (!sel) { showError("Drag across the timeline to select an area first, then mark it."); return; }
+    const t0us = tl.t0_ns / 1e3;
+    try {
+      marks = (await api("/marks", "PUT", { [b.dataset.mark]: { start_us: t0us + sel.start_us, end_us: t0us + sel.end_us } })).marks;
+      showError("");
+      drawMarks(tl);
+    } catch { /* shown */ }
+  }));
+});
+
+// --- the narration: sent 400 ms after typing stops, and every 3 s while it differs -----------
+const draftKey = `tracedojo:round-draft:${page.api}`;
+try {
+  const draft = JSON.parse(localStorage.getItem(draftKey) || "null");
+  if (draft && draft.text !== area.value && !page.ended) area.value = draft.text;
+} catch { /* a broken draft is no draft */ }
+let saved = page.narration, saving = false, debounce = null;
+async function save() {
+  if (saving || area.value === saved || state.locked || state.ended) return;
+  saving = true;
+  const text = area.value;
+  try {
+    await api("/narration", "PUT", { narration: text });
+    saved = text;
+    $("[data-saved]").textContent = `saved ${new Date().toLocaleTimeString()}`;
+    showError("");
+  } catch (e) {
+    $("[data-saved]").textContent = e.status ? "" : "offline: kept in this browser, will save when the server is back";
+  }
+  saving = false;
+  if (area.value !== saved) schedule();
+}
+function schedule() { clearTimeout(debounce); debounce = setTimeout(save, 400); }
+function count() {
+  const n = words(area.value);
+  $("[data-words]").textContent = `${n} word${n === 1 ? "" : "s"} · ${area.value.length.toLocaleString()} / ${page.max_chars.toLocaleString()} characters`;
+}
+area.addEventListener("input", () => {
+  localStorage.setItem(draftKey, JSON.stringify({ text: area.value, at: Date.now() }));
+  $("[data-saved]").textContent = "editing…";
+  count();
+  schedule();
+});
+setInterval(save, 3000);
+window.addEventListener("beforeunload", () => {
+  if (area.value !== saved && !state.locked && !state.ended) navigator.sendBeacon?.(`${page.api}/narration-beacon`, area.value);
+});
+count();
+
+// --- integrity: information for the interviewer, never a penalty --------------------------
+document.addEventListener("visibilitychange", () => {
+  api("/events", "POST", { kind: "integrity", what: document.hidden ? "hidden" : "visible", t: Date.now() }).catch(() => {});
+});
+area.addEventListener("paste", (e) => {
+  const text = e.clipboardData ? e.clipboardData.getData("text") : "";
+  api("/events", "POST", { kind: "integrity", what: "paste", chars: text.length, t: Date.now() }).catch(() => {});
+});
+
+// --- the round's state, as the interviewer sets it ------------------------------------------
+function applyStatus() {
+  const line = status.querySelector("[data-status-json]");
+  const t = readTimer(line, "statusJson");
+  if (!t) return;
+  state.locked = t.locked; state.ended = t.ended;
+  area.readOnly = state.locked || state.ended;
+  box.querySelectorAll("button").forEach((b) => { b.disabled = state.locked || state.ended; });
+  box.classList.toggle("locked", state.locked || state.ended);
+  if (state.ended) { localStorage.removeItem(draftKey); root.classList.add("ended"); }
+}
+status.addEventListener("htmx:after:swap", applyStatus);
+applyStatus();
+setInterval(() => tickClock(status.querySelector("[data-phase-clock]"), readTimer(status.querySelector("[data-status-json]"), "statusJson")), 1000);
+
+$("[data-submit]").addEventListener("click", async () => {
+  if (!confirm("Hand in your read? You cannot change it afterwards unless your interviewer unlocks it.")) return;
+  await save();
+  try { await api("/submit", "POST", {}); } catch { /* shown */ }
+});
+
+window.tracedojoRound = { save, marks: () => marks, state };

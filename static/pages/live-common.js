@@ -1,0 +1,38 @@
+// What the live round's two pages share: the phase clock, and htmx's error answers
+// (JSON with one line, not swapped into the page) shown where the page shows errors.
+
+// The phase clock: time left in the current phase, from the server's own clock (`now`)
+// so a browser whose clock is off still counts right.
+export function tickClock(el, t) {
+  if (!el) return;
+  if (!t || !t.phase_started_at || !t.minutes || t.ended_at || t.ended) { el.textContent = ""; return; }
+  const skew = t.now ? Date.parse(t.now) - (t.receivedAt || Date.now()) : 0;
+  const left = Date.parse(t.phase_started_at) + t.minutes * 60_000 - (Date.now() + skew);
+  const s = Math.round(Math.abs(left) / 1000);
+  const mmss = `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}`;
+  el.textContent = left >= 0 ? `${mmss} left` : `${mmss} over`;
+  el.classList.toggle("over", left < 0);
+}
+
+// Read a JSON data attribute once, remembering when it arrived (for the clock's skew).
+export function readTimer(el, attr) {
+  if (!el || !el.dataset[attr]) return null;
+  if (!el._timer) { try { el._timer = { ...JSON.parse(el.dataset[attr]), receivedAt: Date.now() }; } catch { el._timer = null; } }
+  return el._timer;
+}
+
+export function showHtmxErrors(errorEl) {
+  document.addEventListener("htmx:response:error", (e) => {
+    const ctx = e.detail && e.detail.ctx;
+    let msg = `HTTP ${ctx && ctx.response ? ctx.response.status : "error"}`;
+    try { msg = JSON.parse(ctx.text).error || msg; } catch { /* not JSON */ }
+    errorEl.textContent = msg;
+    errorEl.hidden = false;
+  });
+  document.addEventListener("htmx:after:request", (e) => {
+    const ctx = e.detail && e.detail.ctx;
+    if (ctx && ctx.response && ctx.response.status < 400) errorEl.hidden = true;
+  });
+}
+
+export const words = (text) => (text.match(/\S+/g) || []).length;
