@@ -189,6 +189,46 @@ def cmd_user_add(args) -> None:
     print(f"{added.email} is {role} of team {team}: {', '.join(added.changes) or 'as before, nothing changed'}")
 
 
+def cmd_demo(args) -> None:
+    import os
+    import secrets
+
+    from app.accounts import AccountError, service
+    from app.config import get_settings
+    from app.db.base import DatabaseMissing, StoreUnavailable, prepare_database, store_for
+    from app.rounds import live, questions
+
+    try:
+        team = service.check_slug(args.team)
+        given = os.environ.get("TRACEDOJO_PASSWORD")
+        password = service.check_password(given) if given is not None else secrets.token_urlsafe(12)
+        settings = get_settings()
+        prepare_database(settings.database_url, settings.data_dir, settings.create_db or args.create_db)
+        store = store_for(settings.database_url, settings.db_busy_timeout_s)
+        people, accounts = {}, {}
+        for role in ("admin", "interviewer", "reviewer"):
+            email = f"{role}@{team}.demo.invalid"  # .invalid: never a real mailbox (RFC 2606)
+            # an account from an earlier run keeps its password unless TRACEDOJO_PASSWORD gives one
+            setting = given is not None or not service.has_account(store, email)
+            people[role] = service.add_user(store, email, password if setting else None, role, team)
+            accounts[role] = {"email": email, "password": password if setting else "unchanged (set TRACEDOJO_PASSWORD "
+                                                                                    "to set a new one)"}
+        interviewer = people["interviewer"]
+        team_id = interviewer.team_id(team)
+        bank = questions.for_team(store, interviewer, team_id)
+        r, token = live.create(store, interviewer, question_id=bank[0].id,
+                               link_hours=settings.candidate_link_hours)
+    except (AccountError, DatabaseMissing, StoreUnavailable) as e:
+        raise InstanceError(str(e)) from None
+    base = args.url.rstrip("/")
+    print(json.dumps({
+        "team": team, "login_url": f"{base}/login",
+        "accounts": accounts,
+        "question": bank[0].title, "console_url": f"{base}/rounds/{r.public_id}",
+        "candidate_url": f"{base}/r/{token}", "questions_url": f"{base}/questions",
+    }, indent=2))
+
+
 def _instance_args(p: argparse.ArgumentParser, rank: bool = False) -> None:
     p.add_argument("scenario", help="scenario id (see `tracedojo scenarios`)")
     p.add_argument("--seed", help="non-negative integer seed (default 0)")
@@ -252,6 +292,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--create-db", action="store_true",
                    help="start on an empty database even though one existed before (its data is gone)")
     p.set_defaults(func=cmd_user_add)
+    p = sub.add_parser("demo", help="a team to try live rounds with: three staff accounts and one round",
+                       description="Makes (or keeps) the team, admin@, interviewer@ and reviewer@<team>.demo.invalid "
+                       "with the password in TRACEDOJO_PASSWORD (else a new random one, printed), its question bank, "
+                       "and a new round on the first canonical question; prints the URLs as JSON.")
+    p.add_argument("--team", required=True, help="the team's slug: letters, digits and hyphens")
+    p.add_argument("--url", default="http://127.0.0.1:8000", help="where the server answers (for the printed links)")
+    p.add_argument("--create-db", action="store_true",
+                   help="start on an empty database even though one existed before (its data is gone)")
+    p.set_defaults(func=cmd_demo)
     return parser
 
 

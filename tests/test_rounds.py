@@ -216,3 +216,29 @@ def test_the_question_bank_starts_with_the_six_and_makes_rounds(store, people):
         questions.create(store, people["rv"], next(iter(people["rv"].roles)), title="x", scenario="ddp")
     with pytest.raises(questions.NoQuestion):
         live.create(store, people["other"], question_id=q.id)
+
+
+def test_tracedojo_demo_makes_a_team_to_try(tmp_path):
+    """`tracedojo demo --team T` (contract 7): three accounts, the bank, one round whose
+    candidate link opens it; run again, it keeps the accounts' passwords."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'd.db'}", "TRACEDOJO_DATA_DIR": str(tmp_path)}
+    env.pop("TRACEDOJO_PASSWORD", None)
+    run = lambda *a: subprocess.run([sys.executable, "-m", "app", "demo", *a], env=env, capture_output=True, text=True,
+                                    timeout=120)
+    first = run("--team", "acme", "--url", "http://example.test:9000")
+    assert first.returncode == 0, first.stderr
+    out = json.loads(first.stdout)
+    assert set(out["accounts"]) == {"admin", "interviewer", "reviewer"}
+    assert out["candidate_url"].startswith("http://example.test:9000/r/")
+    store = store_for(env["DATABASE_URL"])
+    r = live.by_token(store, out["candidate_url"].rsplit("/", 1)[1])
+    assert r.public_id == out["console_url"].rsplit("/", 1)[1]
+    again = json.loads(run("--team", "acme").stdout)
+    assert again["accounts"]["admin"]["password"].startswith("unchanged")
+    bad = run("--team", "No Such Team!")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
