@@ -122,7 +122,7 @@ def test_area_selecting_one_step_reads_the_step(page, server, sid):
     sel = page.evaluate("window.timelineTest.selection()")
     assert (sel["end_us"] - sel["start_us"]) / 1e3 == pytest.approx(observation(inst.key, "step_ms"), rel=0.01)
     panel = page.locator("[data-details]").inner_text()
-    assert "Area selection" in panel and "Occurrences" in panel and "Idle" in panel
+    assert "Area selection" in panel and "Count" in panel and "Idle" in panel
 
 
 def test_a_measurement_runs_beside_the_timeline(page, server):

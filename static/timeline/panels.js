@@ -54,16 +54,17 @@ export function createPanels(el, data, view, sliceUrl, onSelect) {
       title,
       table(s.names.slice(0, 25).map((n) => [n.name.slice(0, 70), n.count.toLocaleString(), formatDuration(n.wall_ns, 3),
                                              formatDuration(n.wall_ns / n.count, 3)]),
-            ["Name", "Occurrences", "Wall duration", "Avg"]),
+            ["Name", "Count", "Wall", "Avg"], "area"),
       table(s.tracks.map((t) => [t.label, formatDuration(t.busy_ns, 3), formatDuration(t.idle_ns, 3)]),
-            ["Track", "Busy", "Idle"]));
+            ["Track", "Busy", "Idle"], "area"));
   }
 
   return { describe, showArea };
 }
 
-function table(rows, head) {
+function table(rows, head, cls) {
   const tbl = document.createElement("table");
+  if (cls) tbl.className = cls;
   if (head) {
     const tr = tbl.createTHead().insertRow();
     head.forEach((h) => { const th = document.createElement("th"); th.textContent = h; tr.append(th); });
