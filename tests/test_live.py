@@ -321,3 +321,76 @@ def test_an_interviewer_and_a_candidate_in_two_browsers(servers, browser):
     staff_ctx.close()
     cand_ctx.close()
     assert not errors, errors
+
+
+def test_both_pages_carry_on_across_a_restart_and_a_reload(servers, browser):
+    """The server restarts mid-round: the console's EventSource reconnects and resumes,
+    the candidate's page keeps saving, and a reload of either page loses nothing."""
+    s = servers()
+    add_user(s, "iv@team.org", "interviewer")
+    s.start()
+    r = staff_client(s.base, "iv@team.org").post("/api/rounds", json={"scenario": "dataloader", "seed": "7"}).json()
+    errors: list[str] = []
+    staff_ctx = browser.new_context(viewport={"width": 1440, "height": 900})
+    staff_ctx.request.post(f"{s.base}/login", data={"email": "iv@team.org", "password": PASSWORD})
+    iv = staff_ctx.new_page()
+    cand = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    iv.goto(f"{s.base}{r['console_url']}?testing=1")
+    cand.goto(f"{s.base}{r['candidate_url']}?testing=1")
+    wait_until(iv, "window.tracedojoConsole !== undefined", 20000)
+    wait_until(cand, "window.timelineTest !== undefined", 20000)
+    cand.click("#narration")
+    cand.keyboard.type("Before the restart.")
+    within(iv, "window.tracedojoConsole.narration() === 'Before the restart.'", 2.0)
+
+    s.stop()
+    s.start()
+    # fresh errors only: while the server was down, the pages' fetches failed by design
+    watch_errors(iv, errors)
+    watch_errors(cand, errors)
+    cand.keyboard.type(" After it.")
+    within(iv, "window.tracedojoConsole.narration() === 'Before the restart. After it.'", 8.0)
+
+    cand.reload()
+    wait_until(cand, "window.timelineTest !== undefined", 20000)
+    assert cand.input_value("#narration") == "Before the restart. After it."
+    iv.reload()
+    wait_until(iv, "window.tracedojoConsole !== undefined", 20000)
+    assert iv.inner_text("[data-narration]") == "Before the restart. After it."
+    cand.click("#narration")
+    cand.keyboard.press("End")
+    cand.keyboard.type(" And after the reload.")
+    within(iv, "window.tracedojoConsole.narration().endsWith('after the reload.')", 2.0)
+    assert not [e for e in errors if "EventSource" not in e], errors
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_the_listener_reconnects_when_postgresql_drops_it(servers, database_url):
+    """PostgreSQL ends the worker's LISTEN connection (a failover, an admin): the worker
+    listens again, and wake-ups across servers resume."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    a, b = servers(database_url), servers(database_url, None)
+    add_user(a, "iv@team.org", "interviewer")
+    a.start()
+    b.data_dir = a.data_dir / "b"
+    b.data_dir.mkdir()
+    b.env["TRACEDOJO_DATA_DIR"] = str(b.data_dir)
+    b.start()
+    iv = staff_client(b.base, "iv@team.org")
+    r = iv.post("/api/rounds", json={"scenario": "ddp", "seed": "canonical"}).json()
+    stream = Stream(iv, f"/rounds/{r['id']}/events")
+    stream.wait_for(lambda e: e["kind"] == "created")
+    dsn = make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        killed = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                              "WHERE query LIKE 'LISTEN tracedojo_rounds%' AND pid <> pg_backend_pid()").fetchone()[0]
+    assert killed >= 2  # one listener per server
+    time.sleep(1.0)
+    cand = httpx.Client(base_url=a.base, timeout=30)
+    t0 = time.monotonic()
+    cand.post(f"/api{r['candidate_url']}/events", json={"kind": "viewport", "start_ns": 1, "end_ns": 2})
+    stream.wait_for(lambda e: e["kind"] == "viewport", 3.0)
+    assert time.monotonic() - t0 < 1.0, "the wake-up came from the periodic re-read, not from a listener"
+    stream.stop()
