@@ -507,12 +507,18 @@ def candidate_view(store: Store, r: Round) -> dict:
             "last_event_id": r.last_event_id}
 
 
-def console_view(store: Store, staff: Staff, r: Round) -> dict:
+# What the console's page and fragments need from the log; the JSON twin has all of it.
+CONSOLE_KINDS = frozenset({"hint", "note", "integrity"})
+
+
+def console_view(store: Store, staff: Staff, r: Round, whole_log: bool = True) -> dict:
     """The interviewer's console: the round, the key laid out for a live round, the rubric
-    with anchored levels, the hint ladder, the log so far and the notes; the automatic
-    score only once this interviewer's own scorecard is in."""
+    with anchored levels, the hint ladder, the log so far (`whole_log`; else only hints,
+    notes and integrity events, which is what the page and its fragments show: a long
+    round's log is tens of thousands of viewport and narration events) and the notes; the
+    automatic score only once this interviewer's own scorecard is in."""
     inst = instance_of(r)
-    log = events(store, r.id, limit=MAX_EVENTS)
+    log = events(store, r.id, kinds=None if whole_log else CONSOLE_KINDS, limit=MAX_EVENTS)
     revealed = {e["data"]["index"] for e in log if e["kind"] == "hint"}
     with store.read() as db:
         card = db.scalar(select(Scorecard).where(Scorecard.round_id == r.id, Scorecard.user_id == staff.user_id))

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, FiniteFloat
 from starlette.concurrency import run_in_threadpool
 
 from app.rounds import live
+from app.scenario import InstanceError
 from app.web import instances as served, sse
 from app.web.deps import StoreDep
 from app.web.templates import templates
@@ -61,7 +62,10 @@ def candidate_events(token: str, request: Request, store: StoreDep):
     r = live.by_token(store, token)
 
     def fragment(e: dict) -> bytes:
-        view = live.candidate_view(store, live.by_token(store, token))
+        try:
+            view = live.candidate_view(store, live.by_token(store, token))
+        except InstanceError:  # the link expired or was replaced while the page was open
+            return b": this link no longer opens the round\n\n"
         html = templates.get_template("_candidate_status.html").render(round=view)
         lines = "".join(f"data: {line}\n" for line in html.splitlines() if line.strip())
         return f"id: {e['id']}\n{lines}\n".encode()

@@ -202,14 +202,14 @@ def _urls(r) -> served.Urls:
     return served.Urls(f"/rounds/{r.public_id}", f"/rounds/{r.public_id}")
 
 
-def _console(store, staff, rid: str) -> tuple:
+def _console(store, staff, rid: str, whole_log: bool = False) -> tuple:
     r = live.for_staff(store, staff, rid, live.RUNNERS)
-    return r, live.console_view(store, staff, r)
+    return r, live.console_view(store, staff, r, whole_log)
 
 
 @router.get("/rounds/{rid}.json")
 def console_json(rid: str, store: StoreDep, staff: StaffDep):
-    return _console(store, staff, rid)[1]
+    return _console(store, staff, rid, whole_log=True)[1]
 
 
 @router.get("/rounds/{rid}", include_in_schema=False)
@@ -221,7 +221,7 @@ def console_page(rid: str, request: Request, store: StoreDep, staff: StaffPage):
         "page": {"id": r.public_id, "events_url": f"/rounds/{r.public_id}/events",
                  "after": view["state"]["last_event_id"], "narration": view["state"]["narration"],
                  "marks": view["state"]["marks"], "runs": view["state"]["runs"], "timer": view["timer"],
-                 "tool_base": f"/rounds/{r.public_id}/tools/", "events": view["events"][-300:]}})
+                 "tool_base": f"/rounds/{r.public_id}/tools/", "integrity": view["integrity"][-300:]}})
 
 
 @router.get("/rounds/{rid}/events")

@@ -137,7 +137,7 @@ function apply(e) {
   window.tracedojoConsole.lastEvent = e;
 }
 
-for (const e of page.events || []) if (e.kind === "integrity") integrity.push(e);
+integrity.push(...(page.integrity || []));
 showNarration(); showRuns(); showIntegrity();
 
 const source = new EventSource(`${page.events_url}?after=${page.after}`);
