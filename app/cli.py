@@ -295,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="a team to try live rounds with: three staff accounts and one round",
                        description="Makes (or keeps) the team, admin@, interviewer@ and reviewer@<team>.demo.invalid "
                        "with the password in TRACEDOJO_PASSWORD (else a new random one, printed), its question bank, "
-                       "and a new round on the first canonical question; prints the URLs as JSON.")
+                       "and a new round on the first question of the bank; prints the URLs as JSON.")
     p.add_argument("--team", required=True, help="the team's slug: letters, digits and hyphens")
     p.add_argument("--url", default="http://127.0.0.1:8000", help="where the server answers (for the printed links)")
     p.add_argument("--create-db", action="store_true",

@@ -69,14 +69,21 @@ def check_instance(scenario: str, kind: str, seed: str | None, params: dict[str,
 
 
 def ensure_builtin(db: Session, team_id: int) -> None:
-    """The six canonical cases, once per team (a team may archive them, not lose them to a
-    second seeding)."""
+    """The six cases, once per team (a team may archive them, not lose them to a second
+    seeding). Each round draws fresh secret numbers: the canonical instance and every
+    small public seed have their key open in the explorer, where a candidate who
+    recognizes the brief could read it."""
     have = set(db.scalars(select(Question.scenario).where(Question.team_id == team_id, Question.builtin)))
     for s in scenarios.REGISTRY.values():
         if s.id not in have:
-            db.add(Question(team_id=team_id, title=s.title, scenario=s.id, instance="canonical", seed=None, params={},
+            db.add(Question(team_id=team_id, title=s.title, scenario=s.id, instance="secret", seed=None, params={},
                             rubric_version=s.version, time_plan=[dict(p) for p in DEFAULT_PLAN],
-                            tags=["canonical"], difficulty="medium", builtin=True, created_at=now()))
+                            tags=["built-in"], difficulty="medium", builtin=True, created_at=now()))
+
+
+def is_public(kind: str) -> bool:
+    """A round on this instance kind can be looked up in the open explorer (its key too)."""
+    return kind in ("canonical", "seed")
 
 
 def for_team(store: Store, staff: Staff, team_id: int) -> list[Question]:
@@ -134,5 +141,5 @@ def archive(store: Store, staff: Staff, question_id: int) -> None:
 def public(q: Question) -> dict:
     return {"id": q.id, "title": q.title, "scenario": q.scenario, "instance": q.instance, "seed": q.seed,
             "params": q.params, "rubric_version": q.rubric_version, "time_plan": q.time_plan, "tags": q.tags,
-            "difficulty": q.difficulty, "builtin": q.builtin,
+            "difficulty": q.difficulty, "builtin": q.builtin, "public_instance": is_public(q.instance),
             "minutes": sum(p["minutes"] for p in q.time_plan)}
