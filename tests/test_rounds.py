@@ -136,6 +136,16 @@ def test_a_lock_stops_the_read_not_the_looking(store, people):
         live.save_narration(store, token, "changed my mind")
 
 
+def test_a_round_with_no_narration_still_ends(store, people):
+    """A candidate who never showed up: the round ends, with no automatic score and why
+    (ending once answered 400 "the narration is empty")."""
+    r, _ = live.create(store, people["iv"], scenario="ddp", seed="secret")
+    live.end(store, people["iv"], r.public_id)
+    live.put_scorecard(store, people["iv"], r.public_id, {c: 1 for c in live.CRITERIA}, 1)
+    view = live.console_view(store, people["iv"], live.for_staff(store, people["iv"], r.public_id))
+    assert view["auto_score"]["total"] is None and "empty" in view["auto_score"]["skipped"]
+
+
 def test_a_new_link_retires_the_old(store, people):
     r, token = live.create(store, people["iv"], scenario="ddp", seed="canonical")
     fresh = live.new_link(store, people["iv"], r.public_id)

@@ -433,8 +433,11 @@ def end(store: Store, staff: Staff, public_id: str) -> dict:
         row = _staff_write(db, staff, r, open_only=False)
         if row.ended_at is not None:
             return {"ended_at": _iso(row.ended_at), "already": True}
-        report = score(inst.key, inst.scenario.rubric, row.narration, row.runs)
-        report["marks"] = score_marks(inst.key, row.marks)
+        try:
+            report = score(inst.key, inst.scenario.rubric, row.narration, row.runs)
+            report["marks"] = score_marks(inst.key, row.marks)
+        except NarrationError as e:  # nothing said (a no-show): the round still ends
+            report = {"total": None, "skipped": f"no automatic score: {e}"}
         row.ended_at, row.phase, row.locked = now(), "ended", True
         row.auto_report, row.auto_total = report, report["total"]
         _append(db, row, "interviewer", "end", {"by": staff.email})
