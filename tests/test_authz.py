@@ -1,0 +1,343 @@
+"""Authorization, route by route: every route of the app (enumerated from create_app(), so a
+route added without a row below fails), walked with every role, against a table of what
+each role should be able to do. The table says what the policy is, not what the code
+happens to do: where they differ, the test fails.
+
+The roles: anonymous (a browser that never signed in: it holds only the identity cookie
+every browser is handed), the candidate (a browser holding the link of round R1 and
+nothing else), team A's interviewer, reviewer and admin, and team B's interviewer. Every
+fixture is made through the app's own paths: users with `service.add_user`, sign-in with
+POST /login, rounds with POST /api/rounds as team A's interviewer, questions, invites and
+practice attempts through their routes. A write that changes what later requests see
+(end, lock, submit, a new link, archive, accepting an invite, signing out) runs on a
+throwaway object or session of its own, so the walk's order changes no outcome.
+
+A cell is OK (2xx, or a 3xx anywhere but the sign-in page), LOGIN (303 to /login?next=
+this page: a staff page opened signed out) or the exact refusal status.
+"""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+from contextlib import ExitStack
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from fastapi.routing import iter_route_contexts
+from fastapi.testclient import TestClient
+from starlette.routing import Mount
+
+import scenarios
+from app.accounts import service
+from app.config import get_settings
+from app.db.base import store_for
+from app.identity import _signer
+from app.rounds import live
+from tests.conftest import sqlite_app
+
+ANON, CAND, IV_A, IV_B, RV_A, AD_A = "anonymous", "candidate", "interviewer-a", "interviewer-b", "reviewer-a", "admin-a"
+ROLES = (ANON, CAND, IV_A, IV_B, RV_A, AD_A)
+OK = "ok"  # 2xx, or a 3xx that is not to the sign-in page
+LOGIN = "login"  # 303 to /login?next=<this page>
+
+
+def policy(anonymous, candidate, interviewer_a, interviewer_b, reviewer_a, admin_a) -> dict:
+    return dict(zip(ROLES, (anonymous, candidate, interviewer_a, interviewer_b, reviewer_a, admin_a)))
+
+
+#                        anonymous candidate iv A  iv B  rev A admin A
+OPEN = policy(           OK,       OK,       OK,   OK,   OK,   OK)  # no account needed
+LINK = policy(           OK,       OK,       OK,   OK,   OK,   OK)  # whoever holds the link's token
+STAFF = policy(          401,      401,      OK,   OK,   OK,   OK)  # any staff; each sees their own teams only
+STAFF_PAGE = policy(     LOGIN,    LOGIN,    OK,   OK,   OK,   OK)
+RUN = policy(            401,      401,      OK,   OK,   403,  OK)  # interviewers and admins, in their own team
+RUN_A = policy(          401,      401,      OK,   404,  403,  OK)  # team A's runners; team B cannot tell it exists
+RUN_A_PAGE = policy(     LOGIN,    LOGIN,    OK,   404,  403,  OK)
+ADMIN_A = policy(        401,      401,      403,  403,  403,  OK)  # team A's admins (a team not yours: 403,
+ADMIN_A_PAGE = policy(   LOGIN,    LOGIN,    403,  403,  403,  OK)  # the same answer as for no such team)
+
+# "METHOD path" -> who may. Path parameters are filled per role by `_request` below:
+# {rid} = R1 (team A's live round; the ended round for a scorecard; a fresh one for other
+# writes), {token} = R1's candidate token (a fresh round's for writes) or an open invite's,
+# {aid} = the role's own practice attempt, {slug} = team A, {qid} = a team A question,
+# {sid}/{seed} = ddp/0, {src} = 0, {tool_id} = nsys-kern-sum, {part} = hints, {tid} = an upload.
+TABLE: dict[str, dict] = {
+    # The site's public face and the open explorer: public seeds, their keys public by design.
+    "GET /openapi.json": OPEN, "GET /docs": OPEN, "GET /docs/oauth2-redirect": OPEN, "GET /redoc": OPEN,
+    "GET /static/{path}": OPEN, "GET /healthz": OPEN, "GET /readyz": OPEN,
+    "GET /": OPEN, "GET /index.json": OPEN, "GET /surprise": OPEN,
+    "GET /scenarios/{sid}/download": OPEN,
+    "GET /scenarios/{sid}/{seed}.json": OPEN, "GET /scenarios/{sid}/{seed}": OPEN,
+    "GET /api/scenarios/{sid}/{seed}/timeline.bin": OPEN, "GET /api/scenarios/{sid}/{seed}/slices/{src}": OPEN,
+    "GET /scenarios/{sid}/{seed}/trace.json": OPEN, "GET /scenarios/{sid}/{seed}/trace.json.gz": OPEN,
+    "GET /scenarios/{sid}/{seed}/key.json": OPEN, "GET /api/scenarios/{sid}/{seed}/tools/{tool_id}": OPEN,
+    "POST /api/scenarios/{sid}/{seed}/score": OPEN,
+
+    # Uploads: anonymous practice, open to all; an upload is reached by its id (its content's hash).
+    "GET /upload": OPEN, "POST /upload": OPEN, "POST /api/traces": OPEN,
+    "GET /traces/{tid}.json": OPEN, "GET /traces/{tid}": OPEN, "GET /api/traces/{tid}/timeline.bin": OPEN,
+    "GET /api/traces/{tid}/slices/{src}": OPEN, "POST /api/traces/{tid}/sql": OPEN,
+
+    # Practice: open to all; a browser reaches its own attempts only (test_attempts_are_their_browsers_own).
+    "GET /practice": OPEN, "GET /practice.json": OPEN, "POST /practice": OPEN,
+    "GET /practice/{aid}.json": OPEN, "GET /practice/{aid}": OPEN,
+    "GET /practice/{aid}/timeline.bin": OPEN, "GET /practice/{aid}/slices/{src}": OPEN,
+    "GET /practice/{aid}/trace.json": OPEN, "GET /practice/{aid}/trace.json.gz": OPEN,
+    "GET /practice/{aid}/tools/{tool_id}": OPEN, "GET /practice/{aid}/report.json": OPEN,
+    "GET /practice/{aid}/report": OPEN, "POST /practice/{aid}/next": OPEN,
+    "GET /attempts": OPEN, "GET /attempts.json": OPEN,
+    "POST /api/attempts": OPEN, "GET /api/attempts": OPEN, "GET /api/attempts/{aid}": OPEN,
+    "PUT /api/attempts/{aid}/narration": OPEN, "POST /api/attempts/{aid}/narration-beacon": OPEN,
+    "PUT /api/attempts/{aid}/marks": OPEN, "POST /api/attempts/{aid}/runs": OPEN,
+    "POST /api/attempts/{aid}/submit": OPEN,
+
+    # Signing in and out: open to all.
+    "GET /login": OPEN, "GET /login.json": OPEN, "POST /login": OPEN, "POST /logout": OPEN,
+    "GET /me.json": STAFF,
+
+    # A team's admin page and its invites: that team's admins only.
+    "GET /teams/{slug}.json": ADMIN_A, "GET /teams/{slug}": ADMIN_A_PAGE, "POST /api/teams/{slug}/invites": ADMIN_A,
+    # An invite link: whoever holds it (it is the credential; accepting it signs that browser in).
+    "GET /invite/{token}.json": LINK, "GET /invite/{token}": LINK, "POST /invite/{token}": LINK,
+
+    # Lists: any staff member, of their own teams' rounds and questions (reviewers included).
+    "GET /rounds.json": STAFF, "GET /rounds": STAFF_PAGE, "GET /questions.json": STAFF, "GET /questions": STAFF_PAGE,
+    # Creating rounds and questions: interviewers and admins, in a team of their own (B's in B).
+    "POST /api/rounds": RUN, "POST /api/questions": RUN,
+    # Team A's question and round R1: team A's interviewers and admins. Not a reviewer: the
+    # console holds the key, the hint ladder and the live read; nor team B, to whom R1 is
+    # as absent as a round that does not exist.
+    "POST /api/questions/{qid}/archive": RUN_A,
+    "POST /api/rounds/{rid}/link": RUN_A,
+    "GET /rounds/{rid}.json": RUN_A, "GET /rounds/{rid}": RUN_A_PAGE, "GET /rounds/{rid}/events": RUN_A,
+    "GET /rounds/{rid}/timeline.bin": RUN_A, "GET /rounds/{rid}/slices/{src}": RUN_A,
+    "GET /rounds/{rid}/trace.json": RUN_A, "GET /rounds/{rid}/tools/{tool_id}": RUN_A,
+    "GET /rounds/{rid}/parts/{part}": RUN_A,
+    "POST /api/rounds/{rid}/hints": RUN_A, "POST /api/rounds/{rid}/notes": RUN_A,
+    "POST /api/rounds/{rid}/phase": RUN_A, "POST /api/rounds/{rid}/lock": RUN_A,
+    "POST /api/rounds/{rid}/end": RUN_A, "PUT /api/rounds/{rid}/scorecard": RUN_A,
+
+    # The candidate's side: the link's token is the credential, whoever's browser holds it
+    # (staff who open the link see what the candidate sees, nothing more).
+    "GET /r/{token}.json": LINK, "GET /r/{token}": LINK, "GET /r/{token}/events": LINK,
+    "GET /r/{token}/status": LINK, "GET /r/{token}/timeline.bin": LINK, "GET /r/{token}/slices/{src}": LINK,
+    "GET /r/{token}/trace.json": LINK, "GET /r/{token}/trace.json.gz": LINK, "GET /r/{token}/tools/{tool_id}": LINK,
+    "PUT /api/r/{token}/narration": LINK, "POST /api/r/{token}/narration-beacon": LINK,
+    "PUT /api/r/{token}/marks": LINK, "POST /api/r/{token}/runs": LINK, "POST /api/r/{token}/events": LINK,
+    "POST /api/r/{token}/submit": LINK,
+}
+
+PW = "correct horse battery"
+EMAILS = {IV_A: "iv@a.org", RV_A: "rv@a.org", AD_A: "admin@a.org", IV_B: "iv@b.org"}
+STAFF_ROLES = tuple(EMAILS)
+STREAMS = {"GET /rounds/{rid}/events", "GET /r/{token}/events"}  # text/event-stream: status and type, then close
+# Routes whose call replaces or ends the browser's own session: run in a browser of their own.
+OWN_SESSION = {"POST /login", "POST /logout", "POST /invite/{token}"}
+SMALL_TRACE = json.dumps({"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]})
+NEW_ROUND = {"scenario": "ddp", "seed": "canonical"}
+_serial = itertools.count()
+
+
+def _unique_email() -> str:
+    return f"new{next(_serial)}@a.org"
+
+
+# Valid bodies: a refusal is about who asks, not what they sent.
+BODIES = {
+    "POST /api/scenarios/{sid}/{seed}/score": {"json": {"narration": "One step is 620 ms; the GPU idles 180 ms."}},
+    "POST /upload": {"files": {"trace": ("small.json", SMALL_TRACE, "application/json")}},
+    "POST /api/traces": {"files": {"trace": ("small.json", SMALL_TRACE, "application/json")}},
+    "POST /api/traces/{tid}/sql": {"json": {"query": "SELECT count(*) AS n FROM slice"}},
+    "POST /practice": {"data": {"scenario": "ddp", "seed": "0"}},
+    "POST /api/attempts": {"json": {"scenario": "ddp", "seed": "0"}},
+    "PUT /api/attempts/{aid}/narration": {"json": {"narration": "The step is"}},
+    "POST /api/attempts/{aid}/narration-beacon": {"content": "The step is 6", "headers": {"content-type": "text/plain"}},
+    "PUT /api/attempts/{aid}/marks": {"json": {"step": {"start_us": 1, "end_us": 2}}},
+    "POST /api/attempts/{aid}/runs": {"json": {"tool": "nsys-kern-sum"}},
+    "POST /api/attempts/{aid}/submit": {"json": {"narration": "One step is 620 ms."}},
+    "POST /login": {"json": {"email": "door@c.org", "password": PW}},
+    "POST /logout": {"json": {}},
+    "POST /api/teams/{slug}/invites": lambda: {"json": {"email": _unique_email(), "role": "reviewer"}},
+    "POST /invite/{token}": {"json": {"password": PW}},
+    "POST /api/rounds": {"json": NEW_ROUND},
+    "POST /api/questions": {"json": {"title": "A question", "scenario": "ddp", "instance": "canonical"}},
+    "POST /api/rounds/{rid}/hints": {"json": {"index": 0}},
+    "POST /api/rounds/{rid}/notes": {"json": {"text": "went to the gap first"}},
+    "POST /api/rounds/{rid}/phase": {"json": {"phase": "reading"}},
+    "POST /api/rounds/{rid}/lock": {"json": {"locked": True}},
+    "PUT /api/rounds/{rid}/scorecard": {"json": {"criteria": {c: 3 for c in live.CRITERIA}, "recommendation": 3}},
+    "PUT /api/r/{token}/narration": {"json": {"narration": "One step is"}},
+    "POST /api/r/{token}/narration-beacon": {"content": "One step is 6", "headers": {"content-type": "text/plain"}},
+    "PUT /api/r/{token}/marks": {"json": {"step": {"start_us": 1, "end_us": 2}}},
+    "POST /api/r/{token}/runs": {"json": {"tool": "nsys-kern-sum"}},
+    "POST /api/r/{token}/events": {"json": {"kind": "viewport", "start_ns": 0, "end_ns": 1000}},
+}
+
+
+def app_routes(app) -> list[str]:
+    """Every route as "METHOD path" (HEAD goes with GET; a mount is its path + /{path})."""
+    out = []
+    for rc in iter_route_contexts(app.routes):
+        if isinstance(rc.original_route, Mount):
+            out.append(f"GET {rc.path}/{{path}}")
+            continue
+        out += [f"{m} {rc.path}" for m in sorted((rc.methods or set()) - {"HEAD"})]
+    return out
+
+
+class World:
+    """The app, one browser per role, and the objects the walk opens."""
+
+    def __init__(self, app, clients: dict[str, TestClient]):
+        self.app, self.clients = app, clients
+        self.store = store_for(get_settings().database_url)
+
+    def new_client(self, role: str | None = None) -> TestClient:
+        """A browser of its own; for a staff role, signed in with a session of its own."""
+        c = TestClient(self.app, follow_redirects=False)
+        if role in EMAILS:
+            r = c.post("/login", json={"email": EMAILS[role], "password": PW})
+            assert r.status_code == 200, r.text
+        return c
+
+    def new_round(self, narrated: bool = False, **body) -> tuple[str, str]:
+        """A round of team A made by its interviewer: (public id, candidate token); `narrated`:
+        the candidate has said something (an end scores the read, and an empty read is
+        refused: see test_a_round_whose_candidate_said_nothing_can_end)."""
+        r = self.clients[IV_A].post("/api/rounds", json={**NEW_ROUND, **body})
+        assert r.status_code == 201, r.text
+        rid, token = r.json()["id"], r.json()["candidate_url"].removeprefix("/r/")
+        if narrated:
+            said = self.clients[CAND].put(f"/api/r/{token}/narration", json={"narration": "One step is"})
+            assert said.status_code == 200, said.text
+        return rid, token
+
+    def ended_round(self) -> str:
+        """A round the candidate said something in (the end scores the read), then ended."""
+        rid, _ = self.new_round(narrated=True)
+        r = self.clients[IV_A].post(f"/api/rounds/{rid}/end")
+        assert r.status_code == 200, r.text
+        return rid
+
+    def new_question(self) -> int:
+        r = self.clients[IV_A].post("/api/questions", json=BODIES["POST /api/questions"]["json"])
+        assert r.status_code == 201, r.text
+        return r.json()["id"]
+
+    def new_invite(self) -> str:
+        r = self.clients[AD_A].post("/api/teams/a/invites", json={"email": _unique_email(), "role": "reviewer"})
+        assert r.status_code == 201, r.text
+        return r.json()["invite_url"].rsplit("/", 1)[1]
+
+    def new_attempt(self, role: str, submitted: bool = False) -> str:
+        c = self.clients[role]
+        r = c.post("/api/attempts", json={"scenario": "ddp", "seed": "0"})
+        assert r.status_code == 201, r.text
+        aid = r.json()["id"]
+        if submitted:
+            assert c.post(f"/api/attempts/{aid}/submit", json={"narration": "One step is 620 ms."}).status_code == 200
+        return aid
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    app = sqlite_app(tmp_path_factory, "authz")
+    store = store_for(get_settings().database_url)
+    for role, email in EMAILS.items():
+        service.add_user(store, email, PW, role.split("-")[0], role.split("-")[1])
+    service.add_user(store, "door@c.org", PW, "reviewer", "c")  # whose sign-in POST /login tries
+    with ExitStack() as stack:
+        clients = {role: stack.enter_context(TestClient(app, follow_redirects=False)) for role in ROLES}
+        for role, email in EMAILS.items():
+            assert clients[role].post("/login", json={"email": email, "password": PW}).status_code == 200
+        w = World(app, clients)
+        w.r1, w.r1_token = w.new_round(scenario="ddp", seed="secret", candidate_name="Ada")
+        w.r2, w.r2_token = w.new_round(scenario="dataloader", seed="canonical")  # the candidate never holds this
+        w.ended = w.ended_round()
+        w.qid = w.new_question()
+        w.invite = w.new_invite()
+        w.attempts = {role: (w.new_attempt(role), w.new_attempt(role, submitted=True)) for role in ROLES}
+        up = clients[ANON].post("/api/traces", files={"trace": ("small.json", SMALL_TRACE, "application/json")})
+        assert up.status_code == 200, up.text
+        w.tid = up.json()["id"]
+        yield w
+    get_settings.cache_clear()
+    _signer.cache_clear()
+
+
+def _request(w: World, key: str, role: str, **override) -> tuple[TestClient, str, str, dict]:
+    """(browser, method, URL, request kwargs) for one cell, on throwaway objects where the
+    call would change what later cells see. `override` replaces path values."""
+    method, path = key.split(" ", 1)
+    write = method != "GET"
+    open_aid, done_aid = w.attempts[role]
+    values = {"sid": "ddp", "seed": "0", "src": "0", "tool_id": "nsys-kern-sum", "part": "hints", "slug": "a",
+              "tid": w.tid, "path": "css/site.css"}
+    if "{rid}" in path:
+        values["rid"] = (w.ended if path.endswith("/scorecard") else w.new_round(narrated=True)[0] if write
+                         else w.r1)
+    if "{token}" in path:
+        if path.startswith("/invite/"):
+            values["token"] = w.new_invite() if write else w.invite
+        else:
+            values["token"] = w.new_round()[1] if write else w.r1_token
+    if "{aid}" in path:
+        values["aid"] = (w.new_attempt(role) if path.endswith("/submit") else
+                         done_aid if "/report" in path or path.endswith("/next") else open_aid)
+    if "{qid}" in path:
+        values["qid"] = w.new_question()
+    values.update(override)
+    body = BODIES.get(key, {})
+    body = body() if callable(body) else body
+    client = w.new_client(role) if key in OWN_SESSION else w.clients[role]
+    return client, method, path.format(**values), body
+
+
+def outcome(r) -> str | int:
+    if 200 <= r.status_code < 300:
+        return OK
+    if 300 <= r.status_code < 400:
+        return LOGIN if r.headers.get("location", "").startswith("/login") else OK
+    return r.status_code
+
+
+def _call(client: TestClient, method: str, url: str, body: dict, stream: bool = False):
+    """The response (its body read, unless it is an event stream: then status and headers only)."""
+    if stream:
+        with client.stream(method, url, **body) as r:
+            if r.status_code != 200:
+                r.read()
+            return r
+    return client.request(method, url, **body)
+
+
+def test_every_route_has_a_row_and_every_row_a_route(world):
+    routes = app_routes(world.app)
+    missing = [f"route {k} has no row in the authorization table" for k in routes if k not in TABLE]
+    stale = [f"row {k} names no route of the app" for k in TABLE if k not in routes]
+    assert not missing + stale, "\n".join(missing + stale)
+    assert all(set(TABLE[k]) == set(ROLES) for k in TABLE)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_route_with_every_role(world, role):
+    wrong = []
+    for key in app_routes(world.app):
+        want = TABLE.get(key, {}).get(role)
+        if want is None:
+            wrong.append(f"{key}: route {key} has no row in the authorization table")
+            continue
+        client, method, url, body = _request(world, key, role)
+        r = _call(client, method, url, body, stream=key in STREAMS)
+        got = outcome(r)
+        if got != want:
+            detail = "" if key in STREAMS and r.status_code == 200 else r.text[:160]
+            wrong.append(f"{key} as {role}: expected {want}, got {got} ({r.status_code} {detail})")
+            continue
+        if want == LOGIN:
+            assert parse_qs(urlsplit(r.headers["location"]).query)["next"] == [urlsplit(url).path], (key, r.headers)
+        if key in STREAMS and want == OK:
+            assert r.headers["content-type"].startswith("text/event-stream"), (key, role, r.headers)
+    assert not wrong, f"{len(wrong)} cells differ from the table:\n" + "\n".join(wrong)
