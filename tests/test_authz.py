@@ -19,6 +19,7 @@ this page: a staff page opened signed out) or the exact refusal status.
 from __future__ import annotations
 
 import gzip
+import html
 import itertools
 import json
 from contextlib import ExitStack
@@ -204,8 +205,7 @@ class World:
 
     def new_round(self, narrated: bool = False, **body) -> tuple[str, str]:
         """A round of team A made by its interviewer: (public id, candidate token); `narrated`:
-        the candidate has said something (an end scores the read, and an empty read is
-        refused: see test_a_round_whose_candidate_said_nothing_can_end)."""
+        the candidate has said something (an end scores the read, and refuses an empty one)."""
         r = self.clients[IV_A].post("/api/rounds", json={**NEW_ROUND, **body})
         assert r.status_code == 201, r.text
         rid, token = r.json()["id"], r.json()["candidate_url"].removeprefix("/r/")
@@ -274,21 +274,20 @@ def _request(w: World, key: str, role: str, **override) -> tuple[TestClient, str
     write = method != "GET"
     open_aid, done_aid = w.attempts[role]
     values = {"sid": "ddp", "seed": "0", "src": "0", "tool_id": "nsys-kern-sum", "part": "hints", "slug": "a",
-              "tid": w.tid, "path": "css/site.css"}
-    if "{rid}" in path:
+              "tid": w.tid, "path": "css/site.css", **override}
+    if "{rid}" in path and "rid" not in values:
         values["rid"] = (w.ended if path.endswith("/scorecard") else w.new_round(narrated=True)[0] if write
                          else w.r1)
-    if "{token}" in path:
+    if "{token}" in path and "token" not in values:
         if path.startswith("/invite/"):
             values["token"] = w.new_invite() if write else w.invite
         else:
             values["token"] = w.new_round()[1] if write else w.r1_token
-    if "{aid}" in path:
+    if "{aid}" in path and "aid" not in values:
         values["aid"] = (w.new_attempt(role) if path.endswith("/submit") else
                          done_aid if "/report" in path or path.endswith("/next") else open_aid)
-    if "{qid}" in path:
+    if "{qid}" in path and "qid" not in values:
         values["qid"] = w.new_question()
-    values.update(override)
     body = BODIES.get(key, {})
     body = body() if callable(body) else body
     client = w.new_client(role) if key in OWN_SESSION else w.clients[role]
@@ -341,3 +340,210 @@ def test_every_route_with_every_role(world, role):
         if key in STREAMS and want == OK:
             assert r.headers["content-type"].startswith("text/event-stream"), (key, role, r.headers)
     assert not wrong, f"{len(wrong)} cells differ from the table:\n" + "\n".join(wrong)
+
+
+# -- the link, the teams and the browsers: each opens its own and nothing else ------------------
+
+LINK_ROUTES = [k for k in TABLE if k.split(" ", 1)[1].startswith(("/r/", "/api/r/"))]
+RID_ROUTES = [k for k in TABLE if "{rid}" in k]
+
+
+def test_a_wrong_retired_or_expired_link_opens_nothing(world):
+    """Every route of the link with a token that is not a live round's: 404; an expired
+    link: 410. The link's replacement works, R2's public id is no token."""
+    from datetime import datetime, timedelta, timezone
+
+    from sqlalchemy import update
+
+    from app.db.staff import Round
+
+    rid, retired = world.new_round(narrated=True)
+    fresh = world.clients[IV_A].post(f"/api/rounds/{rid}/link").json()["candidate_url"].removeprefix("/r/")
+    old_rid, expired = world.new_round(narrated=True)
+    with world.store.write() as db:
+        db.execute(update(Round).where(Round.public_id == old_rid)
+                   .values(token_expires_at=datetime.now(timezone.utc) - timedelta(minutes=1)))
+    tampered = world.r1_token[:-1] + ("A" if world.r1_token[-1] != "A" else "B")
+    wrong = []
+    for key in LINK_ROUTES:
+        for token, want in ((tampered, 404), (retired, 404), (world.r2, 404), (world.r1, 404), ("x" * 43, 404),
+                            (expired, 410)):
+            client, method, url, body = _request(world, key, CAND, token=token)
+            r = _call(client, method, url, body, stream=key in STREAMS)
+            if r.status_code != want:
+                wrong.append(f"{key} with token {token[:12]}…: expected {want}, got {r.status_code} {r.text[:120]}")
+    assert not wrong, "\n".join(wrong)
+    assert world.clients[CAND].get(f"/r/{fresh}.json").status_code == 200
+
+
+def test_the_candidates_token_opens_r1_only(world):
+    """The link shows and records R1, not R2 of the same team; as a staff session or a
+    round's id it is nothing."""
+    c = world.clients[CAND]
+    mine, other = c.get(f"/r/{world.r1_token}.json").json(), c.get(f"/r/{world.r2_token}.json").json()
+    assert mine["brief"] != other["brief"]
+    said = f"marker {next(_serial)}: the step is 620 ms"
+    assert c.put(f"/api/r/{world.r1_token}/narration", json={"narration": said}).status_code == 200
+    iv = world.clients[IV_A]
+    assert iv.get(f"/rounds/{world.r1}.json").json()["state"]["narration"] == said
+    assert said not in iv.get(f"/rounds/{world.r2}.json").text
+    for key in RID_ROUTES:  # R2's console and actions, asked by the candidate's browser
+        _, method, url, body = _request(world, key, CAND, rid=world.r2)
+        assert outcome(_call(c, method, url, body, stream=key in STREAMS)) == TABLE[key][CAND], key
+    forged = TestClient(world.app, follow_redirects=False, cookies={"tracedojo_staff": world.r1_token})
+    for url in ("/me.json", "/rounds.json", f"/rounds/{world.r1}.json", f"/rounds/{world.r2}.json"):
+        assert forged.get(url).status_code == 401, url
+    assert c.get(f"/rounds/{world.r1_token}.json").status_code == 401
+
+
+def _same_answer(a, b, *names: str) -> bool:
+    """Two refusals that say the same thing once the names asked for are blanked out."""
+    def text(r):
+        t = r.text
+        for n in names:
+            t = t.replace(str(n), "X")
+        return r.status_code, t
+    return text(a) == text(b)
+
+
+def test_team_b_cannot_tell_that_team_a_has_a_round_or_a_question(world):
+    """Team B's interviewer gets for R1 exactly what a made-up id gets, lists none of team
+    A's rounds or questions, and cannot make a round in team A or from A's question."""
+    b = world.clients[IV_B]
+    nobody = "0123456789abcdef"
+    for key in RID_ROUTES:
+        client, method, url, body = _request(world, key, IV_B)
+        rid = url.split("/")[3] if url.startswith("/api/") else url.split("/")[2].removesuffix(".json")
+        real = _call(client, method, url, body, stream=key in STREAMS)
+        _, method, url, body = _request(world, key, IV_B, rid=nobody)
+        made_up = _call(client, method, url, body, stream=key in STREAMS)
+        assert real.status_code == 404 and _same_answer(real, made_up, rid, nobody), (key, real.text, made_up.text)
+    real = b.post(f"/api/questions/{world.qid}/archive")
+    assert real.status_code == 404 and _same_answer(real, b.post("/api/questions/987654/archive"), world.qid, 987654)
+    for page in ("/teams/{}.json", "/teams/{}"):
+        real, made_up = b.get(page.format("a")), b.get(page.format("no-such-team"))
+        assert _same_answer(real, made_up, "'a'", "'no-such-team'"), (page, real.text, made_up.text)
+    listed = b.get("/rounds.json").json()["rounds"]
+    assert not {r["id"] for r in listed} & {world.r1, world.r2, world.ended}
+    bank = b.get("/questions.json").json()
+    assert [t["slug"] for t in bank["teams"]] == ["b"] and world.qid not in {q["id"] for q in bank["teams"][0]["questions"]}
+    assert b.post("/api/rounds", json={**NEW_ROUND, "team": "a"}).status_code == 404
+    assert b.post("/api/rounds", json={"question_id": world.qid}).status_code == 404
+    assert b.post("/api/questions", json={**BODIES["POST /api/questions"]["json"], "team": "a"}).status_code == 404
+
+
+def test_only_a_teams_own_admins_invite_to_it(world):
+    """Team A's admin is no admin of team B; an interviewer is no admin of their own team."""
+    for role, slug, want in ((AD_A, "b", 403), (IV_B, "b", 403), (AD_A, "a", 201)):
+        r = world.clients[role].post(f"/api/teams/{slug}/invites", json={"email": _unique_email(), "role": "admin"})
+        assert r.status_code == want, (role, slug, r.text)
+
+
+def test_a_change_of_role_holds_from_the_next_request(world):
+    """Roles are read per request, not kept in the session: an interviewer made a reviewer
+    loses the console at once, and gets it back when made an interviewer again."""
+    service.add_user(world.store, "flip@a.org", PW, "interviewer", "a")
+    c = TestClient(world.app, follow_redirects=False)
+    assert c.post("/login", json={"email": "flip@a.org", "password": PW}).status_code == 200
+    assert c.get(f"/rounds/{world.r1}.json").status_code == 200
+    service.add_user(world.store, "flip@a.org", None, "reviewer", "a")
+    assert c.get(f"/rounds/{world.r1}.json").status_code == 403
+    assert c.post(f"/api/rounds/{world.new_round()[0]}/end").status_code == 403
+    service.add_user(world.store, "flip@a.org", None, "interviewer", "a")
+    assert c.get(f"/rounds/{world.r1}.json").status_code == 200
+
+
+def test_attempts_are_their_browsers_own(world):
+    """Every route of a practice attempt, asked by another browser: 404 (an attempt is
+    owned by the browser identity that made it; staff accounts change nothing)."""
+    wrong = []
+    for role, other in zip(ROLES, ROLES[1:] + ROLES[:1]):
+        theirs_open, theirs_done = world.attempts[other]
+        for key in [k for k in TABLE if "{aid}" in k]:
+            aid = theirs_done if "/report" in key or key.endswith("/next") else theirs_open
+            client, method, url, body = _request(world, key, role, aid=aid)
+            r = _call(client, method, url, body)
+            if r.status_code != 404:
+                wrong.append(f"{key} as {role} on {other}'s attempt: expected 404, got {r.status_code}")
+    assert not wrong, "\n".join(wrong)
+
+
+# -- what a browser refused the console can fetch holds no key and no link --------------------
+
+def _text(r) -> str:
+    body = r.content
+    if body[:2] == b"\x1f\x8b":
+        body = gzip.decompress(body)
+    return body.decode("utf-8", errors="replace") + " " + r.headers.get("location", "")
+
+
+def _fetch_all(w: World, role: str, keys: list[str], monkeypatch, every_tool: bool = False) -> dict[str, str]:
+    """Every GET of `keys` as `role` sees it, by URL (`every_tool`: each tool's run, not one);
+    an event stream read up to its first keep-alive (sent after REREAD_S without news: made
+    short here)."""
+    from app.web import sse
+
+    monkeypatch.setattr(sse, "REREAD_S", 0.05)
+    seen = {}
+    for key in keys:
+        tools = [{"tool_id": t} for t in _tool_ids()] if "{tool_id}" in key and every_tool else [{}]
+        for extra in tools:
+            client, method, url, body = _request(w, key, role, **extra)
+            if key in STREAMS:
+                with client.stream(method, url) as r:
+                    buf = b""
+                    for chunk in r.iter_bytes():
+                        buf += chunk
+                        if r.status_code != 200 or b"keep-alive" in buf:
+                            break
+                seen[url] = buf.decode("utf-8", errors="replace")
+            else:
+                seen[url] = _text(client.request(method, url, **body))
+    return seen
+
+
+def _forms(secret: str) -> set[str]:
+    """A text as a page or a JSON body would carry it."""
+    return {secret, html.escape(secret), json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}
+
+
+def _tool_ids() -> list[str]:
+    from app import tools
+
+    return list(tools.TOOLS)
+
+
+def test_nothing_a_browser_refused_the_console_can_fetch_holds_the_key(world, monkeypatch):
+    """The candidate (and anyone else the console refuses: a stranger, a reviewer, another
+    team) fetches every GET route that is not the open explorer's, with R1's link where a
+    route takes one (the candidate: every tool's run), after a hint went out: R1's model answer, root
+    cause, fix, traps and seed never appear, nor, to the candidate and a stranger, the
+    scenario's title (staff lists name scenarios: they are no secret to staff)."""
+    iv = world.clients[IV_A]
+    assert iv.post(f"/api/rounds/{world.r1}/hints", json={"index": 0}).status_code == 200
+    seed = iv.get(f"/rounds/{world.r1}.json").json()["round"]["seed"]
+    scn = scenarios.get("ddp")
+    key = scn.instance(int(seed)).key
+    secrets = {"model answer": key["model_answer"], "root cause": key["root_cause"], "fix": key["fix"],
+               "confirmation": key["confirmation"], "seed": seed,
+               **{f"trap claim {i}": t["claim"] for i, t in enumerate(key["traps"])},
+               **{f"trap reason {i}": t["why_wrong"] for i, t in enumerate(key["traps"])}}
+    gets = [k for k in TABLE if k.startswith("GET ") and TABLE[k] is not OPEN]
+    leaks = []
+    for role in (CAND, ANON, RV_A, IV_B):
+        hidden = {**secrets, "scenario title": scn.title} if role in (CAND, ANON) else secrets
+        seen = _fetch_all(world, role, gets, monkeypatch, every_tool=role == CAND)
+        assert key["brief"] in seen[f"/r/{world.r1_token}.json"] and "hint" in seen[f"/r/{world.r1_token}/events"]
+        leaks += [f"{role} {url}: {what}" for url, text in seen.items() for what, s in hidden.items()
+                  if any(form in text for form in _forms(s))]
+    assert not leaks, "\n".join(leaks)
+
+
+def test_no_page_but_the_links_own_shows_the_candidates_token(world, monkeypatch):
+    """The token travels once, in POST /api/rounds' answer: no staff page, JSON, stream or
+    redirect, for any role, ever carries it (the database keeps only its hash; the open
+    explorer and practice know nothing of rounds)."""
+    gets = [k for k in TABLE if k.startswith("GET ") and TABLE[k] is not OPEN and k not in LINK_ROUTES]
+    leaks = [f"{role} {url}" for role in ROLES for url, text in _fetch_all(world, role, gets, monkeypatch).items()
+             if world.r1_token in text]
+    assert not leaks, "\n".join(leaks)
