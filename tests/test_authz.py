@@ -550,6 +550,28 @@ def test_nothing_a_browser_refused_the_console_can_fetch_holds_the_key(world, mo
     assert not leaks, "\n".join(leaks)
 
 
+def test_a_round_on_a_built_in_question_keeps_its_key_from_the_candidate(world):
+    """The six questions every team starts with must not hand the candidate the key: a
+    round on one runs its instance, and if that is the public canonical case, its brief is
+    on /index.json and its key at /scenarios/<id>/canonical/key.json, open to all: two GETs
+    from the model answer. (A question on a fixed public seed is public by the staff's own
+    choice; a built-in one is the default every team is given.)"""
+    iv, c = world.clients[IV_A], world.clients[CAND]
+    public = {s["brief"]: s["key_url"] for s in c.get("/index.json").json()["scenarios"]}
+    found = []
+    for q in iv.get("/questions.json").json()["teams"][0]["questions"]:
+        if not q["builtin"]:
+            continue
+        made = iv.post("/api/rounds", json={"question_id": q["id"]})
+        assert made.status_code == 201, made.text
+        brief = c.get(made.json()["candidate_url"] + ".json").json()["brief"]
+        if brief in public:
+            answer = c.get(public[brief]).json()["model_answer"]
+            found.append(f"built-in question {q['title']!r}: the candidate matches the brief on /index.json and "
+                         f"reads {public[brief]}: {answer[:60]!r}…")
+    assert not found, "\n".join(found)
+
+
 def test_no_page_but_the_links_own_shows_the_candidates_token(world, monkeypatch):
     """The token travels once, in POST /api/rounds' answer: no staff page, JSON, stream or
     redirect, for any role, ever carries it (the database keeps only its hash; the open
