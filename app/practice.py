@@ -29,7 +29,7 @@ from app.db.base import Store
 from app.db.models import Attempt, NarrationSave
 from app.scenario import Instance, InstanceError
 from app.scoring.marks import score_marks
-from app.scoring.score import MAX_CHARS, NarrationError, NarrationTooLong, score
+from app.scoring.score import MAX_CHARS, check_text, score
 
 MAX_RUNS = 500
 SURPRISE = "surprise"
@@ -117,19 +117,9 @@ def _open_attempt(db: Session, owner: str, public_id: str) -> Attempt:
     return a
 
 
-def _check_text(text: str) -> None:
-    if len(text) > MAX_CHARS:
-        raise NarrationTooLong(f"the narration is {len(text):,} characters; the limit is {MAX_CHARS:,}")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:  # JSON may carry "\ud800"; no database stores it
-        raise NarrationError(f"the narration holds an unpaired surrogate (U+{ord(text[e.start]):04X}) at "
-                             f"character {e.start}; send UTF-8 text") from None
-
-
 def save_narration(store: Store, owner: str, public_id: str, text: str) -> dict:
     """Keep the text, and a history entry when it changed; returns what the page shows."""
-    _check_text(text)
+    check_text(text)
     with store.write() as db:
         a = _open_attempt(db, owner, public_id)
         if text != a.narration:
@@ -164,7 +154,7 @@ def submit(store: Store, owner: str, public_id: str, narration: str | None = Non
     """Score the narration with the runs and marks, once: the report joins the key's answer.
     `timed`: the read was said in the 60-second mode."""
     if narration is not None:
-        _check_text(narration)
+        check_text(narration)
     inst = instance_of(get(store, owner, public_id))  # built before the write lock is taken
     with store.write() as db:
         a = _open_attempt(db, owner, public_id)

@@ -32,7 +32,7 @@ from app.rounds import guide, questions
 from app.rounds.wakeup import HUB, notify_sql
 from app.scenario import Instance, InstanceError
 from app.scoring.marks import score_marks
-from app.scoring.score import LABELS, MAX_CHARS, NarrationError, NarrationTooLong, score
+from app.scoring.score import LABELS, MAX_CHARS, NarrationError, check_text, score
 
 RUNNERS = ("admin", "interviewer")  # who may create, watch and steer a round
 ACTORS = ("candidate", "interviewer", "system")
@@ -259,16 +259,6 @@ def _candidate_round(db: Session, token: str, *, writing_read: bool) -> Round:
     if writing_read and r.locked:
         raise RoundClosed("the interviewer has locked your read for now; it is saved as it stands")
     return r
-
-
-def check_text(text: str) -> None:
-    if len(text) > MAX_CHARS:
-        raise NarrationTooLong(f"the narration is {len(text):,} characters; the limit is {MAX_CHARS:,}")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise NarrationError(f"the narration holds an unpaired surrogate (U+{ord(text[e.start]):04X}) at "
-                             f"character {e.start}; send UTF-8 text") from None
 
 
 def opened(store: Store, token: str, user_agent: str = "") -> Round:

@@ -38,6 +38,17 @@ class NarrationTooLong(NarrationError):
     """Over MAX_CHARS (HTTP 413)."""
 
 
+def check_text(text: str) -> None:
+    """A narration a page may store: within MAX_CHARS, and text a database can hold."""
+    if len(text) > MAX_CHARS:
+        raise NarrationTooLong(f"the narration is {len(text):,} characters; the limit is {MAX_CHARS:,}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:  # JSON may carry "\ud800"; no database stores it
+        raise NarrationError(f"the narration holds an unpaired surrogate (U+{ord(text[e.start]):04X}) at "
+                             f"character {e.start}; send UTF-8 text") from None
+
+
 @dataclass
 class Read:
     """A narration split once for every criterion."""

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, FiniteFloat
 from starlette.concurrency import run_in_threadpool
 
 from app.rounds import live
+from app.web.attempts import Marks, Text
 from app.scenario import InstanceError
 from app.web import instances as served, sse
 from app.web.deps import StoreDep
@@ -119,20 +120,6 @@ def candidate_tool(token: str, tool_id: str, request: Request, store: StoreDep):
 
 
 # -- the candidate's writes -------------------------------------------------------------------
-
-class Text(BaseModel):
-    narration: str
-
-
-class Span(BaseModel):
-    start_us: FiniteFloat
-    end_us: FiniteFloat
-
-
-class Marks(BaseModel):
-    step: Span | None = None
-    gap: Span | None = None
-
 
 class Run(BaseModel):
     tool: str = Field(max_length=64)

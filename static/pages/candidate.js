@@ -4,6 +4,7 @@
 // (at most every 100 ms), and neutral integrity signals (tab hidden or shown, paste
 // sizes). What the interviewer pushes (phase, hints, lock, end) arrives over the
 // round's event stream (htmx hx-sse swaps the status; this page reacts to lock and end).
+import { drawMarks, marksText, selectionSpan } from "./marks.js";
 import { setupViewerPage } from "./viewer-page.js";
 import { readTimer, tickClock, words } from "./live-common.js";
 
@@ -57,27 +58,20 @@ const viewer = setupViewerPage(root, {
   onChange: (kind, data) => send(kind, data),
 });
 
-const MARKS = { step: ["one step", "rgba(0,114,178,0.14)", "#0b4f7a", 0], gap: ["the gap", "rgba(213,94,0,0.16)", "#8a3a00", 1] };
 let marks = page.marks || {};
-function drawMarks(tl) {
-  const t0us = tl.t0_ns / 1e3;
-  tl.setMarks(Object.entries(marks).map(([k, m]) => ({
-    start_ns: (m.start_us - t0us) * 1e3, end_ns: (m.end_us - t0us) * 1e3,
-    label: MARKS[k][0], color: MARKS[k][1], textColor: MARKS[k][2], row: MARKS[k][3],
-  })));
-  $("[data-marks-status]").textContent = Object.entries(marks)
-    .map(([k, m]) => `${MARKS[k][0]}: ${((m.end_us - m.start_us) / 1e3).toFixed(2)} ms`).join(" · ");
+function showMarks(tl) {
+  drawMarks(tl, marks);
+  $("[data-marks-status]").textContent = marksText(marks);
 }
 viewer.then((tl) => {
-  drawMarks(tl);
+  showMarks(tl);
   box.querySelectorAll("[data-mark]").forEach((b) => b.addEventListener("click", async () => {
-    const sel = tl.selection();
-    if (!sel) { showError("Drag across the timeline to select an area first, then mark it."); return; }
-    const t0us = tl.t0_ns / 1e3;
+    const span = selectionSpan(tl);
+    if (!span) { showError("Drag across the timeline to select an area first, then mark it."); return; }
     try {
-      marks = (await api("/marks", "PUT", { [b.dataset.mark]: { start_us: t0us + sel.start_us, end_us: t0us + sel.end_us } })).marks;
+      marks = (await api("/marks", "PUT", { [b.dataset.mark]: span })).marks;
       showError("");
-      drawMarks(tl);
+      showMarks(tl);
     } catch { /* shown */ }
   }));
 });

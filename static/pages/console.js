@@ -4,6 +4,7 @@
 // notes, end) from every interviewer watching. The round's event log is the truth: the
 // page starts from the state up to `after` and follows /rounds/{id}/events from there;
 // EventSource reconnects by itself and resumes from the last id it saw.
+import { drawMarks, marksText } from "./marks.js";
 import { setupViewerPage } from "./viewer-page.js";
 import { readTimer, showHtmxErrors, tickClock, words } from "./live-common.js";
 
@@ -43,7 +44,7 @@ const mirrorStatus = $("[data-mirror-status]");
 
 const viewer = setupViewerPage(root, {});
 let tl = null;
-viewer.then((api) => { tl = api; drawMarks(); if (lastView || lastSel) mirror(); });
+viewer.then((api) => { tl = api; showMarks(); if (lastView || lastSel) mirror(); });
 
 function mirror() {
   if (!tl || !follow.checked) return;
@@ -51,16 +52,9 @@ function mirror() {
 }
 follow.addEventListener("change", mirror);
 
-const MARKS = { step: ["one step", "rgba(0,114,178,0.14)", "#0b4f7a", 0], gap: ["the gap", "rgba(213,94,0,0.16)", "#8a3a00", 1] };
-function drawMarks() {
-  $("[data-marks]").textContent = Object.entries(marks)
-    .map(([k, m]) => `${MARKS[k][0]}: ${((m.end_us - m.start_us) / 1e3).toFixed(2)} ms`).join(" · ") || "none yet";
-  if (!tl) return;
-  const t0us = tl.t0_ns / 1e3;
-  tl.setMarks(Object.entries(marks).map(([k, m]) => ({
-    start_ns: (m.start_us - t0us) * 1e3, end_ns: (m.end_us - t0us) * 1e3,
-    label: MARKS[k][0], color: MARKS[k][1], textColor: MARKS[k][2], row: MARKS[k][3],
-  })));
+function showMarks() {
+  $("[data-marks]").textContent = marksText(marks) || "none yet";
+  if (tl) drawMarks(tl, marks);
 }
 
 function showNarration() {
@@ -121,7 +115,7 @@ function apply(e) {
       if (narration.length !== d.len) console.warn("narration out of step", narration.length, d.len);
       showNarration();
       break;
-    case "marks": marks = d; drawMarks(); break;
+    case "marks": marks = d; showMarks(); break;
     case "run": runs.push(d); showRuns(); showRun(d); break;
     case "viewport": lastView = d; mirror(); mirrorStatus.textContent = `candidate viewing ${(d.start_ns / 1e6).toFixed(2)}–${(d.end_ns / 1e6).toFixed(2)} ms`; break;
     case "selection":
