@@ -52,8 +52,11 @@ def sqlite_path(url: str) -> Path | None:
 def engine_for(url: str, busy_timeout_s: float = 5.0) -> Engine:
     path = sqlite_path(url)
     if path is None:
-        # pre_ping: a PostgreSQL restart drops pooled connections; find out before using one
-        return create_engine(url, pool_pre_ping=True)
+        # pre_ping: a PostgreSQL restart drops pooled connections; find out before using one.
+        # The pool covers the 40 threads that run a worker's sync routes: at SQLAlchemy's
+        # 5 + 10, a live round's burst of writes opened and closed a connection per request
+        # past the 5 kept (173 in 10 s in `python -m bench live`).
+        return create_engine(url, pool_pre_ping=True, pool_size=20, max_overflow=20)
     path.parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, connect_args={"timeout": busy_timeout_s, "check_same_thread": False})
 
