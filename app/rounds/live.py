@@ -83,7 +83,7 @@ def instance_of(r: Round) -> Instance:
 
 # -- creating a round ----------------------------------------------------------------------
 
-def _team_for(staff: Staff, team_id: int | None) -> int:
+def team_for(staff: Staff, team_id: int | None) -> int:
     """The team a new round belongs to: the one named, else the only one where this person
     runs rounds."""
     if team_id is not None:
@@ -109,11 +109,11 @@ def create(store: Store, staff: Staff, *, scenario: str | None = None, seed: str
         q: Question = questions.get(store, staff, question_id)
         if q.archived_at is not None:
             raise questions.NoQuestion(f"question {question_id} is archived")
-        team_id = _team_for(staff, q.team_id)
+        team_id = team_for(staff, q.team_id)
         scenario, kind, params, time_plan = q.scenario, q.instance, dict(q.params), q.time_plan
         seed = q.seed if kind == "seed" else kind
     else:
-        team_id = _team_for(staff, team_id)
+        team_id = team_for(staff, team_id)
         if not scenario:
             raise InstanceError("a round needs a scenario (or a question_id)")
         seed = "secret" if seed is None else str(seed)

@@ -177,7 +177,7 @@ class NewQuestion(BaseModel):
 @router.post("/api/questions", status_code=201)
 async def create_question(request: Request, store: StoreDep, staff: StaffDep):
     body = await forms.parse(request, NewQuestion)
-    team_id = staff.team_id(body.team.lower()) if body.team else live._team_for(staff, None)
+    team_id = staff.team_id(body.team.lower()) if body.team else live.team_for(staff, None)
     if team_id is None:
         raise live.NoRound(f"you are not in a team {body.team!r}")
     q = await run_in_threadpool(lambda: questions.create(
