@@ -111,12 +111,19 @@ def add_interviewer(env: dict, email: str) -> str:
     return "" if done.returncode == 0 else f"tracedojo user add failed: {(done.stderr or done.stdout).strip()[-500:]}"
 
 
-def start_server(tmp: Path, env: dict, workers: int) -> tuple[subprocess.Popen, str, str]:
+def set_nice(nice: int) -> None:
+    """This process (and the threads and processes it starts from now on) at `nice`."""
+    if nice:
+        os.setpriority(os.PRIO_PROCESS, 0, nice)
+
+
+def start_server(tmp: Path, env: dict, workers: int, nice: int = 0) -> tuple[subprocess.Popen, str, str]:
     """(process, base URL, why it failed or "")."""
     port = free_port()
     log = open(tmp / "server.log", "wb")
     proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--workers", str(workers), "--port", str(port),
-                             "--quiet"], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+                             "--quiet"], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                            preexec_fn=(lambda: set_nice(nice)) if nice else None)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + SERVER_START_S
     while time.monotonic() < deadline:  # bounded: SERVER_START_S of polls at most
@@ -155,6 +162,18 @@ def cpu_s(pids: list[int]) -> float:
         except (OSError, IndexError, ValueError):
             pass
     return total / tick
+
+
+def is_worker(pid: int) -> bool:
+    """A process that serves requests: the server itself with --workers 1, else uvicorn's
+    spawned workers (not its supervisor nor multiprocessing's resource tracker)."""
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    if b"spawn_main" in b" ".join(cmd):
+        return True
+    return b"serve" in cmd and b"--workers" in cmd and cmd[cmd.index(b"--workers") + 1] == b"1"
 
 
 def backend_cpu_s(dbname: str | None) -> dict[int, float]:
@@ -230,6 +249,15 @@ async def lag_probe(lags: list[float], stop: asyncio.Event) -> None:
         lags.append(time.monotonic() - t - TICK_S)
 
 
+def run_queue_s() -> float:
+    """How long this process's main thread (the event loop's) has waited, runnable, for a
+    CPU (Linux schedstat): what a loaded machine, not the client's own work, costs it."""
+    try:
+        return int(Path("/proc/self/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def proc_cpu() -> float:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
@@ -291,7 +319,7 @@ async def consoles_main(base: str, cookies: dict, rids: list[str], ready, expect
     opened = sum(c.live.is_set() for c in cons)
     ready.set()
     probe = asyncio.create_task(lag_probe(lags, stop))
-    cpu0, t0 = proc_cpu(), time.monotonic()
+    cpu0, t0, rq0 = proc_cpu(), time.monotonic(), run_queue_s()
     # until the candidates are done: their acknowledged sequence numbers, per round
     while True:
         try:
@@ -306,19 +334,20 @@ async def consoles_main(base: str, cookies: dict, rids: list[str], ready, expect
             break
         await asyncio.sleep(0.1)
     waited = time.monotonic() - waited0
-    cpu, wall = proc_cpu() - cpu0, time.monotonic() - t0
+    cpu, wall, rq = proc_cpu() - cpu0, time.monotonic() - t0, run_queue_s() - rq0
     stop.set()
     for t in tasks + [probe]:
         t.cancel()
     await asyncio.gather(*tasks, probe, return_exceptions=True)
     for c in cons:
         await c.client.aclose()
-    out_q.put({"received": got, "lags": lags, "cpu_s": cpu, "wall_s": wall, "opened": opened,
+    out_q.put({"received": got, "lags": lags, "cpu_s": cpu, "wall_s": wall, "run_queue_s": rq, "opened": opened,
                "connects": sum(c.connects for c in cons), "stream_errors": sum(c.errors for c in cons),
                "waited_s": waited})
 
 
-def consoles_proc(base, cookies, rids, ready, expect_q, out_q, grace_s):
+def consoles_proc(base, cookies, rids, ready, expect_q, out_q, grace_s, nice):
+    set_nice(nice)
     asyncio.run(consoles_main(base, cookies, rids, ready, expect_q, out_q, grace_s))
 
 
@@ -364,17 +393,19 @@ async def candidates_main(base: str, apis: list[str], start_at: float, seconds: 
     clients = [httpx.AsyncClient(base_url=base, timeout=POST_TIMEOUT_S, headers=browserish(base)) for _ in apis]
     await asyncio.sleep(max(0.0, start_at - time.monotonic()))
     probe = asyncio.create_task(lag_probe(lags, stop))
-    cpu0, t0 = proc_cpu(), time.monotonic()
+    cpu0, t0, rq0 = proc_cpu(), time.monotonic(), run_queue_s()
     await asyncio.gather(*(candidate(i, api, c) for (i, api), c in zip(enumerate(apis), clients)))
-    cpu, wall = proc_cpu() - cpu0, time.monotonic() - t0
+    cpu, wall, rq = proc_cpu() - cpu0, time.monotonic() - t0, run_queue_s() - rq0
     stop.set()
     await probe
     for c in clients:
         await c.aclose()
-    out_q.put({"sent": recs, "errors": errors, "lags": lags, "cpu_s": cpu, "wall_s": wall, "late": late[0]})
+    out_q.put({"sent": recs, "errors": errors, "lags": lags, "cpu_s": cpu, "wall_s": wall, "run_queue_s": rq,
+               "late": late[0]})
 
 
-def candidates_proc(base, apis, start_at, seconds, interval_s, out_q):
+def candidates_proc(base, apis, start_at, seconds, interval_s, out_q, nice):
+    set_nice(nice)
     asyncio.run(candidates_main(base, apis, start_at, seconds, interval_s, out_q))
 
 
@@ -405,7 +436,8 @@ def drive(base: str, cookies: dict, rounds: list[dict], args, server_pids: list[
     ctx = mp.get_context("spawn")  # clean processes: no state or threads inherited from this one
     ready, expect_q, cons_q, cand_q = ctx.Event(), ctx.Queue(), ctx.Queue(), ctx.Queue()
     cons = ctx.Process(target=consoles_proc, name="bench-consoles", daemon=True,
-                       args=(base, cookies, [r["id"] for r in rounds], ready, expect_q, cons_q, args.grace_s))
+                       args=(base, cookies, [r["id"] for r in rounds], ready, expect_q, cons_q, args.grace_s,
+                             args.nice))
     cons.start()
     cand = None
     try:
@@ -414,10 +446,12 @@ def drive(base: str, cookies: dict, rounds: list[dict], args, server_pids: list[
         start_at = time.monotonic() + 2.0  # the candidates' process starts meanwhile
         cand = ctx.Process(target=candidates_proc, name="bench-candidates", daemon=True,
                            args=(base, ["/api" + r["candidate_url"] for r in rounds], start_at, args.seconds,
-                                 args.interval_ms / 1e3, cand_q))
+                                 args.interval_ms / 1e3, cand_q, args.nice))
         cand.start()
         time.sleep(max(0.0, start_at - time.monotonic()))
         m0, s0, b0 = machine_cpu(), cpu_s(server_pids), backend_cpu_s(dbname)
+        workers = [p for p in server_pids if is_worker(p)] or server_pids
+        w0 = [cpu_s([p]) for p in workers]
         t0 = time.monotonic()
         peak_rss = 0.0
         while cand.is_alive() and time.monotonic() - t0 < args.seconds + 0.5:
@@ -425,6 +459,7 @@ def drive(base: str, cookies: dict, rounds: list[dict], args, server_pids: list[
             time.sleep(1)
         sent = get_result(cand_q, cand, args.seconds + POST_TIMEOUT_S + 60, "candidates")
         m1, s1, b1 = machine_cpu(), cpu_s(server_pids), backend_cpu_s(dbname)
+        w1 = [cpu_s([p]) for p in workers]
         window = time.monotonic() - t0
         acked: dict[int, list[int]] = {}
         for i, seq, _t0, _t1, status, _eid in sent["sent"]:
@@ -441,7 +476,8 @@ def drive(base: str, cookies: dict, rounds: list[dict], args, server_pids: list[
                     p.join(5)
     ncpu = os.cpu_count() or 1
     return {"sent": sent, "got": got, "window_s": window, "peak_rss_mb": peak_rss,
-            "server_cores": (s1 - s0) / window, "db_cores": sum(v - b0.get(p, 0.0) for p, v in b1.items()) / window,
+            "server_cores": (s1 - s0) / window, "worker_cores": [(b - a) / window for a, b in zip(w0, w1)],
+            "db_cores": sum(v - b0.get(p, 0.0) for p, v in b1.items()) / window,
             "machine_busy": (m1[0] - m0[0]) / max(1, m1[1] - m0[1]) * ncpu}
 
 
@@ -493,7 +529,12 @@ def analyse(raw: dict, rounds: list[dict], stored: dict[int, set[int]], unread: 
         "stored_missing": len(not_stored), "stored_unreadable_rounds": unread_rounds, "unread": unread[:3],
         "stored_extra": sum(1 for i, seqs in stored.items() for s in seqs if (i, s) not in acked),
         "rate_per_s": round(len(recs) / max(1e-9, sent["wall_s"]), 1), "late_sends": sent["late"],
-        "server_cores": round(raw["server_cores"], 2), "postgres_cores": round(raw["db_cores"], 2),
+        "server_cores": round(raw["server_cores"], 2),
+        # each worker's share: keep-alive
+        # connections stay on the worker that accepted them, so the load need not be even
+        "worker_cores": [round(x, 2) for x in raw["worker_cores"]],
+        "server_cpu_ms_per_event": round(raw["server_cores"] * raw["window_s"] * 1e3 / max(1, len(recs)), 2),
+        "postgres_cores": round(raw["db_cores"], 2),
         "machine_cores_busy": round(raw["machine_busy"], 2),
         "server_peak_rss_mb": round(raw["peak_rss_mb"]),
         "streams_opened": got["opened"], "stream_connects": got["connects"], "stream_errors": got["stream_errors"],
@@ -502,7 +543,8 @@ def analyse(raw: dict, rounds: list[dict], stored: dict[int, set[int]], unread: 
     for who, part in (("candidates", sent), ("consoles", got)):
         lag = pct(part["lags"])
         cores = part["cpu_s"] / max(1e-9, part["wall_s"])
-        out[f"client_{who}"] = {"loop_lag": lag, "cpu_cores": round(cores, 2),
+        waiting = part["run_queue_s"] / max(1e-9, part["wall_s"])
+        out[f"client_{who}"] = {"loop_lag": lag, "cpu_cores": round(cores, 2), "run_queue_share": round(waiting, 3),
                                 "saturated": bool(lag.get("p99_ms", 0) >= LAG_SATURATED_MS or cores >= CPU_SATURATED)}
     out["client_saturated"] = out["client_candidates"]["saturated"] or out["client_consoles"]["saturated"]
     ours = raw["server_cores"] + raw["db_cores"] + sum(out[f"client_{w}"]["cpu_cores"] for w in ("candidates", "consoles"))
@@ -539,7 +581,7 @@ def run_config(cfg: Config, args) -> dict:
             env = server_env(tmp, url)
             why = add_interviewer(env, email)
             if not why:
-                proc, base, why = start_server(tmp, env, cfg.workers)
+                proc, base, why = start_server(tmp, env, cfg.workers, args.nice)
             if why:
                 log = (tmp / "server.log").read_text(errors="replace")[-2000:] if (tmp / "server.log").exists() else ""
                 print(f"the server did not start: {why}\n{log}", file=sys.stderr)
@@ -548,6 +590,9 @@ def run_config(cfg: Config, args) -> dict:
             pids = tree_pids(proc.pid)
             print(f"server: {base}, {cfg.workers} worker(s), {url.split('://')[0]} "
                   f"({len(pids)} processes)", flush=True)
+        if args.nice:
+            cfg.notes.append(f"the server and the clients ran at nice {args.nice} (--nice), ahead of other work on the "
+                             f"machine; PostgreSQL's processes did not")
         for n in cfg.notes:
             print(f"note: {n}")
         cookies = sign_in(base, email, password)
@@ -586,10 +631,13 @@ def profile_start(args, cfg: Config, pids: list[int]) -> None:
         return
     out = Path(args.profile)
     out.mkdir(parents=True, exist_ok=True)
-    for pid in pids[1:] or pids:  # the workers (the first is uvicorn's supervisor)
+    for pid in [p for p in pids if is_worker(p)]:
         f = out / f"{cfg.name.split(':')[0].strip()}-{pid}.txt"
-        _spies.append(subprocess.Popen([spy, "record", "-p", str(pid), "-r", "200", "-f", "raw", "-o", str(f),
-                                        "-d", str(int(args.seconds + 5)), "--nonblocking", "--threads", "--idle"],
+        # gil: only the thread holding the GIL, i.e. what the worker's one Python core is doing;
+        # wait: every thread, idle or not, i.e. where requests spend their time
+        mode = ["--gil"] if args.profile_mode == "gil" else ["--idle", "--threads"]
+        _spies.append(subprocess.Popen([spy, "record", "-p", str(pid), "-r", "100", "-f", "raw", "-o", str(f),
+                                        "-d", str(int(args.seconds + 3)), "--nonblocking", *mode],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     print(f"profiling {len(_spies)} server process(es) into {out}/")
 
@@ -638,6 +686,8 @@ def report(figs: list[dict], args) -> None:
     for k, lab in (("p50_ms", "p50"), ("p99_ms", "p99")):
         row(f"POST latency {lab} (ms)", [f"{f['post'].get(k, float('nan')):.1f}" for f in ok])
     row("server CPU (cores)", [f"{f['server_cores']}" for f in ok])
+    row("  per worker", ["/".join(f"{x:g}" for x in f["worker_cores"]) for f in ok])
+    row("  per event (ms)", [f"{f['server_cpu_ms_per_event']}" for f in ok])
     row("PostgreSQL backends (cores)", [f"{f['postgres_cores']}" if f["database"] == "postgresql" else "-" for f in ok])
     row("machine CPU busy (cores)", [f"{f['machine_cores_busy']}" for f in ok])
     row("  of it other processes", [f"{f['other_cores']}" for f in ok])
@@ -645,6 +695,7 @@ def report(figs: list[dict], args) -> None:
         row(f"{who}: loop lag p99/max", [f"{f[f'client_{who}']['loop_lag'].get('p99_ms', 0):.0f}/"
                                          f"{f[f'client_{who}']['loop_lag'].get('max_ms', 0):.0f} ms" for f in ok])
         row(f"{who}: CPU (cores)", [f"{f[f'client_{who}']['cpu_core' + 's']}" for f in ok])
+        row(f"{who}: waiting for a CPU", [f"{f[f'client_{who}']['run_queue_share'] * 100:.0f}% of the time" for f in ok])
     row("late sends (behind pace)", [f"{f['late_sends']:,}" for f in ok])
     row("stream (re)connects/errors", [f"{f['stream_connects']}/{f['stream_errors']}" for f in ok])
     print()
@@ -661,7 +712,8 @@ def report(figs: list[dict], args) -> None:
                              f"p99 {lag:.0f} ms; the latencies include the client's own delay")
             elif lag >= LAG_SATURATED_MS:
                 extra.append(f"the {w}' client loop ran late (p99 {lag:.0f} ms) with only {c['cpu_cores']} cores of its "
-                             f"own work: the machine was short of CPU, and the latencies include up to that delay")
+                             f"own work, runnable but waiting for a CPU {c['run_queue_share'] * 100:.0f}% of the time: "
+                             f"the machine was short of CPU, and the latencies include up to that delay")
         if not f["client_saturated"]:
             extra.append("the load client was not saturated (its loop lag and CPU under their limits)")
         if f["other_cores"] >= 0.2:
@@ -705,7 +757,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--email", help="with --url: an interviewer's email")
     ap.add_argument("--password", default=os.environ.get("TRACEDOJO_PASSWORD"), help="with --url (or TRACEDOJO_PASSWORD)")
     ap.add_argument("--grace-s", type=float, default=5.0, help="how long the consoles wait for stragglers")
+    ap.add_argument("--nice", type=int, default=0,
+                    help="run the server and the clients at this niceness (negative needs root): shields the "
+                         "figures from other work on a shared machine (default 0: as they come)")
     ap.add_argument("--profile", metavar="DIR", help="py-spy every server worker during the load (raw stacks)")
+    ap.add_argument("--profile-mode", choices=("gil", "wait"), default="gil",
+                    help="gil: what holds the GIL (CPU); wait: every thread, idle too (where time goes)")
     args = ap.parse_args(argv)
     if args.url and not args.url.startswith(("http://127.0.0.1", "http://localhost", "http://[::1]")):
         print("--url must be a loopback server", file=sys.stderr)
