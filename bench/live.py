@@ -12,9 +12,14 @@ interviewer is added, signs in and creates the rounds through the API.
 
 The load runs in two client processes so that neither side's CPU delays the other's
 clock: one holds the consoles (one EventSource-like stream per round, the staff cookie),
-the other the candidates (one httpx.AsyncClient each: its own connection, as each
-candidate is its own browser). Every viewport event carries a unique sequence number
-(`start_ns`) and its send time (`t`, the epoch ms a browser would send); latencies use
+the other the candidates (one httpx.AsyncClient each, as each candidate is its own
+browser). A candidate sends on a timer without waiting for the last answer, as the page
+does (static/pages/candidate.js), over at most 6 connections as a browser would; past
+that a send waits for a connection, and the wait counts in its latency. `--closed-loop`
+waits for each answer instead (then a slow server sees less than the offered load).
+
+Every viewport event carries a unique sequence number (`start_ns`) and its send time
+(`t`, the epoch ms a browser would send); latencies use
 each event's own monotonic times on this machine, which both processes share (Linux's
 CLOCK_MONOTONIC), matched by sequence number:
 
@@ -66,6 +71,7 @@ TICK_S = 0.05  # the lag probe's sleep
 LAG_SATURATED_MS = 10.0  # a client loop this late at p99 is adding to the figures
 CPU_SATURATED = 0.8  # of one core: a client process this busy is near its limit
 POST_TIMEOUT_S = 30.0
+BROWSER_CONNECTIONS = 6  # what a browser opens to one host over HTTP/1.1
 SERVER_START_S = 90.0
 
 
@@ -104,10 +110,10 @@ def server_env(tmp: Path, database_url: str) -> dict:
             "TRACEDOJO_SECRET_KEY": "bench-live", "TRACEDOJO_PASSWORD": PASSWORD}
 
 
-def add_interviewer(env: dict, email: str) -> str:
+def add_interviewer(env: dict, email: str, root: Path = ROOT) -> str:
     """`tracedojo user add` (migrates a fresh database too); "" or why it failed."""
     done = subprocess.run([sys.executable, "-m", "app", "user", "add", email, "--role", "interviewer",
-                           "--team", "bench"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+                           "--team", "bench"], env=env, cwd=root, capture_output=True, text=True, timeout=120)
     return "" if done.returncode == 0 else f"tracedojo user add failed: {(done.stderr or done.stdout).strip()[-500:]}"
 
 
@@ -117,12 +123,13 @@ def set_nice(nice: int) -> None:
         os.setpriority(os.PRIO_PROCESS, 0, nice)
 
 
-def start_server(tmp: Path, env: dict, workers: int, nice: int = 0) -> tuple[subprocess.Popen, str, str]:
-    """(process, base URL, why it failed or "")."""
+def start_server(tmp: Path, env: dict, workers: int, nice: int = 0,
+                 root: Path = ROOT) -> tuple[subprocess.Popen, str, str]:
+    """(process, base URL, why it failed or ""); the app as checked out in `root`."""
     port = free_port()
     log = open(tmp / "server.log", "wb")
     proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--workers", str(workers), "--port", str(port),
-                             "--quiet"], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                             "--quiet"], env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT,
                             preexec_fn=(lambda: set_nice(nice)) if nice else None)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + SERVER_START_S
@@ -352,45 +359,67 @@ def consoles_proc(base, cookies, rids, ready, expect_q, out_q, grace_s, nice):
 
 
 async def candidates_main(base: str, apis: list[str], start_at: float, seconds: float, interval_s: float,
-                          out_q) -> None:
+                          closed_loop: bool, out_q) -> None:
     recs: list[tuple] = []  # (round, seq, t0, t1, status, event id)
     errors: dict[str, str] = {}
     lags: list[float] = []
-    late = [0]
+    late = [0]  # open loop: sends that waited for one of the candidate's connections; closed: sends behind pace
+    in_flight = [0, 0]  # now, most at once
     stop = asyncio.Event()
     deadline = start_at + seconds
 
+    async def post(i: int, api: str, c: httpx.AsyncClient, seq: int) -> None:
+        body = {"kind": "viewport", "start_ns": seq, "end_ns": seq + 1_000_000, "t": time.time() * 1e3}
+        t0 = time.monotonic()
+        status, eid = 0, None
+        in_flight[0] += 1
+        in_flight[1] = max(in_flight)
+        try:
+            r = await c.post(f"{api}/events", json=body)
+            status = r.status_code
+            if r.is_success:
+                eid = r.json().get("id")
+            else:
+                errors.setdefault(str(status), r.text[:200])
+        except httpx.HTTPError as e:
+            errors.setdefault("transport", f"{type(e).__name__}: {e}"[:200])
+        finally:
+            in_flight[0] -= 1
+        recs.append((i, seq, t0, time.monotonic(), status, eid))
+
     async def candidate(i: int, api: str, c: httpx.AsyncClient) -> None:
         next_t = start_at + random.uniform(0, interval_s)  # spread: candidates do not march in step
+        mine: set[asyncio.Task] = set()
         k = 0
         while True:
             wait = next_t - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
             if time.monotonic() >= deadline:
-                return
+                break
             k += 1
             seq = i * 1_000_000 + k
-            body = {"kind": "viewport", "start_ns": seq, "end_ns": seq + 1_000_000, "t": time.time() * 1e3}
-            t0 = time.monotonic()
-            status, eid = 0, None
-            try:
-                r = await c.post(f"{api}/events", json=body)
-                status = r.status_code
-                if r.is_success:
-                    eid = r.json().get("id")
-                else:
-                    errors.setdefault(str(status), r.text[:200])
-            except httpx.HTTPError as e:
-                errors.setdefault("transport", f"{type(e).__name__}: {e}"[:200])
-            recs.append((i, seq, t0, time.monotonic(), status, eid))
+            if closed_loop:
+                await post(i, api, c, seq)
+            else:
+                # as the page sends: on a timer, not waiting for the last answer (fetch over
+                # at most BROWSER_CONNECTIONS connections; past that a send waits for one)
+                if len(mine) >= BROWSER_CONNECTIONS:
+                    late[0] += 1
+                t = asyncio.create_task(post(i, api, c, seq))
+                mine.add(t)
+                t.add_done_callback(mine.discard)
             next_t += interval_s
-            if next_t < time.monotonic():  # behind: send at once, no burst to catch up
+            if closed_loop and next_t < time.monotonic():  # behind: send at once, no burst to catch up
                 late[0] += 1
                 next_t = time.monotonic()
+        if mine:
+            await asyncio.wait(mine, timeout=POST_TIMEOUT_S + 5)
 
     # every client made before the clock starts (each builds an SSL context: ~10 ms of CPU)
-    clients = [httpx.AsyncClient(base_url=base, timeout=POST_TIMEOUT_S, headers=browserish(base)) for _ in apis]
+    limits = httpx.Limits(max_connections=BROWSER_CONNECTIONS, max_keepalive_connections=BROWSER_CONNECTIONS)
+    clients = [httpx.AsyncClient(base_url=base, timeout=POST_TIMEOUT_S, headers=browserish(base), limits=limits)
+               for _ in apis]
     await asyncio.sleep(max(0.0, start_at - time.monotonic()))
     probe = asyncio.create_task(lag_probe(lags, stop))
     cpu0, t0, rq0 = proc_cpu(), time.monotonic(), run_queue_s()
@@ -401,12 +430,12 @@ async def candidates_main(base: str, apis: list[str], start_at: float, seconds: 
     for c in clients:
         await c.aclose()
     out_q.put({"sent": recs, "errors": errors, "lags": lags, "cpu_s": cpu, "wall_s": wall, "run_queue_s": rq,
-               "late": late[0]})
+               "late": late[0], "max_in_flight": in_flight[1]})
 
 
-def candidates_proc(base, apis, start_at, seconds, interval_s, out_q, nice):
+def candidates_proc(base, apis, start_at, seconds, interval_s, closed_loop, out_q, nice):
     set_nice(nice)
-    asyncio.run(candidates_main(base, apis, start_at, seconds, interval_s, out_q))
+    asyncio.run(candidates_main(base, apis, start_at, seconds, interval_s, closed_loop, out_q))
 
 
 # -- one configuration ---------------------------------------------------------------------------
@@ -446,7 +475,7 @@ def drive(base: str, cookies: dict, rounds: list[dict], args, server_pids: list[
         start_at = time.monotonic() + 2.0  # the candidates' process starts meanwhile
         cand = ctx.Process(target=candidates_proc, name="bench-candidates", daemon=True,
                            args=(base, ["/api" + r["candidate_url"] for r in rounds], start_at, args.seconds,
-                                 args.interval_ms / 1e3, cand_q, args.nice))
+                                 args.interval_ms / 1e3, args.closed_loop, cand_q, args.nice))
         cand.start()
         time.sleep(max(0.0, start_at - time.monotonic()))
         m0, s0, b0 = machine_cpu(), cpu_s(server_pids), backend_cpu_s(dbname)
@@ -529,6 +558,7 @@ def analyse(raw: dict, rounds: list[dict], stored: dict[int, set[int]], unread: 
         "stored_missing": len(not_stored), "stored_unreadable_rounds": unread_rounds, "unread": unread[:3],
         "stored_extra": sum(1 for i, seqs in stored.items() for s in seqs if (i, s) not in acked),
         "rate_per_s": round(len(recs) / max(1e-9, sent["wall_s"]), 1), "late_sends": sent["late"],
+        "max_in_flight": sent["max_in_flight"],
         "server_cores": round(raw["server_cores"], 2),
         # each worker's share: keep-alive
         # connections stay on the worker that accepted them, so the load need not be even
@@ -547,7 +577,8 @@ def analyse(raw: dict, rounds: list[dict], stored: dict[int, set[int]], unread: 
         out[f"client_{who}"] = {"loop_lag": lag, "cpu_cores": round(cores, 2), "run_queue_share": round(waiting, 3),
                                 "saturated": bool(lag.get("p99_ms", 0) >= LAG_SATURATED_MS or cores >= CPU_SATURATED)}
     out["client_saturated"] = out["client_candidates"]["saturated"] or out["client_consoles"]["saturated"]
-    ours = raw["server_cores"] + raw["db_cores"] + sum(out[f"client_{w}"]["cpu_cores"] for w in ("candidates", "consoles"))
+    ours = raw["server_cores"] + raw["db_cores"] + sum(out[f"client_{w}"]["cpu_cores"]
+                                                       for w in ("candidates", "consoles"))
     # what else ran on the machine meanwhile (another session's tests, a browser): it takes
     # CPU from the server and the clients alike
     out["other_cores"] = round(max(0.0, raw["machine_busy"] - ours), 2)
@@ -579,9 +610,10 @@ def run_config(cfg: Config, args) -> dict:
             else:
                 url = cfg.database_url or f"sqlite:///{tmp / 'tracedojo.db'}"
             env = server_env(tmp, url)
-            why = add_interviewer(env, email)
+            root = Path(args.app_root).resolve() if args.app_root else ROOT
+            why = add_interviewer(env, email, root)
             if not why:
-                proc, base, why = start_server(tmp, env, cfg.workers, args.nice)
+                proc, base, why = start_server(tmp, env, cfg.workers, args.nice, root)
             if why:
                 log = (tmp / "server.log").read_text(errors="replace")[-2000:] if (tmp / "server.log").exists() else ""
                 print(f"the server did not start: {why}\n{log}", file=sys.stderr)
@@ -590,6 +622,8 @@ def run_config(cfg: Config, args) -> dict:
             pids = tree_pids(proc.pid)
             print(f"server: {base}, {cfg.workers} worker(s), {url.split('://')[0]} "
                   f"({len(pids)} processes)", flush=True)
+        if args.app_root:
+            cfg.notes.append(f"the server ran the app checked out in {args.app_root} (--app-root)")
         if args.nice:
             cfg.notes.append(f"the server and the clients ran at nice {args.nice} (--nice), ahead of other work on the "
                              f"machine; PostgreSQL's processes did not")
@@ -659,7 +693,8 @@ def met(ok: bool | None) -> str:
 
 def report(figs: list[dict], args) -> None:
     print("\n" + "=" * 100)
-    print(f"live rounds: {args.rounds} rounds, {args.seconds:g} s, a viewport every {args.interval_ms:g} ms per candidate")
+    print(f"live rounds: {args.rounds} rounds, {args.seconds:g} s, a viewport every {args.interval_ms:g} ms per "
+          f"candidate ({'closed loop' if args.closed_loop else 'open loop, as the page sends'})")
     ok = [f for f in figs if "error" not in f]
     for f in figs:
         if "error" in f:
@@ -678,7 +713,8 @@ def report(figs: list[dict], args) -> None:
     row("received by the consoles", [f"{f['received']:,}" for f in ok])
     row("lost", [f"{f['lost']:,}" for f in ok])
     row("duplicated", [f"{f['duplicated']:,}" for f in ok])
-    row("out of order", [f"{f['out_of_order']:,}" for f in ok])
+    row("out of send order", [f"{f['out_of_order']:,}" for f in ok])
+    row("ids out of order (stream)", [f"{f['ids_not_increasing']:,}" for f in ok])
     row("acked, not stored", [f"{f['stored_missing']:,}" for f in ok])
     row("non-2xx answers", [f"{f['non_2xx']:,}" for f in ok])
     for k, lab in (("p50_ms", "p50"), ("p95_ms", "p95"), ("p99_ms", "p99"), ("max_ms", "max")):
@@ -695,8 +731,11 @@ def report(figs: list[dict], args) -> None:
         row(f"{who}: loop lag p99/max", [f"{f[f'client_{who}']['loop_lag'].get('p99_ms', 0):.0f}/"
                                          f"{f[f'client_{who}']['loop_lag'].get('max_ms', 0):.0f} ms" for f in ok])
         row(f"{who}: CPU (cores)", [f"{f[f'client_{who}']['cpu_core' + 's']}" for f in ok])
-        row(f"{who}: waiting for a CPU", [f"{f[f'client_{who}']['run_queue_share'] * 100:.0f}% of the time" for f in ok])
-    row("late sends (behind pace)", [f"{f['late_sends']:,}" for f in ok])
+        row(f"{who}: waiting for a CPU",
+            [f"{f[f'client_{who}']['run_queue_share'] * 100:.0f}% of the time" for f in ok])
+    row("sends behind pace" if args.closed_loop else "sends waiting for a conn.",
+        [f"{f['late_sends']:,}" for f in ok])
+    row("most POSTs in flight", [f"{f['max_in_flight']:,}" for f in ok])
     row("stream (re)connects/errors", [f"{f['stream_connects']}/{f['stream_errors']}" for f in ok])
     print()
     row(f"mirror p95 < {TARGETS['mirror_p95_ms']} ms", [met(f["targets_met"]["mirror_p95"]) for f in ok])
@@ -711,7 +750,8 @@ def report(figs: list[dict], args) -> None:
                 extra.append(f"the {w}' client process was saturated: {c['cpu_cores']} cores of its own work, loop lag "
                              f"p99 {lag:.0f} ms; the latencies include the client's own delay")
             elif lag >= LAG_SATURATED_MS:
-                extra.append(f"the {w}' client loop ran late (p99 {lag:.0f} ms) with only {c['cpu_cores']} cores of its "
+                extra.append(f"the {w}' client loop ran late (p99 {lag:.0f} ms) with only {c['cpu_cores']} cores of "
+                             f"its "
                              f"own work, runnable but waiting for a CPU {c['run_queue_share'] * 100:.0f}% of the time: "
                              f"the machine was short of CPU, and the latencies include up to that delay")
         if not f["client_saturated"]:
@@ -755,7 +795,14 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--database-url", help="use this (empty or Trace Dojo's) database instead of a fresh one")
     ap.add_argument("--url", help="an already running loopback server (needs --email/--password of an interviewer)")
     ap.add_argument("--email", help="with --url: an interviewer's email")
-    ap.add_argument("--password", default=os.environ.get("TRACEDOJO_PASSWORD"), help="with --url (or TRACEDOJO_PASSWORD)")
+    ap.add_argument("--password", default=os.environ.get("TRACEDOJO_PASSWORD"),
+                    help="with --url (or TRACEDOJO_PASSWORD)")
+    ap.add_argument("--closed-loop", action="store_true",
+                    help="each candidate waits for its last POST's answer before the next (default: on a timer, "
+                         "as the page sends, over at most 6 connections)")
+    ap.add_argument("--app-root", metavar="DIR",
+                    help="serve the app from this checkout (e.g. a worktree of another commit): the same load on "
+                         "two versions of the app")
     ap.add_argument("--grace-s", type=float, default=5.0, help="how long the consoles wait for stragglers")
     ap.add_argument("--nice", type=int, default=0,
                     help="run the server and the clients at this niceness (negative needs root): shields the "
@@ -775,5 +822,6 @@ def main(argv: list[str]) -> int:
         figs.append(run_config(cfg, args))
     report(figs, args)
     print(json.dumps({"bench": "live", "rounds": args.rounds, "seconds": args.seconds, "interval_ms": args.interval_ms,
+                      "pace": "closed loop" if args.closed_loop else "open loop",
                       "targets": TARGETS, "configs": figs}))
     return 1 if any(f.get("server_failed") for f in figs) else 0
