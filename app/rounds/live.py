@@ -135,8 +135,8 @@ def create(store: Store, staff: Staff, *, scenario: str | None = None, seed: str
     with store.write() as db:
         db.add(r)
         db.flush()
-        _append(db, r, "system", "created", {"by": staff.email, "phase": "waiting"})
-    _published(r.id, "created")
+        ev = _append(db, r, "system", "created", {"by": staff.email, "phase": "waiting"})
+    _published(r.id, "created", ev)
     return r, token
 
 
@@ -148,8 +148,8 @@ def new_link(store: Store, staff: Staff, public_id: str, link_hours: float = 72.
     with store.write() as db:
         row = _lock(db, r.id)
         row.token_hash, row.token_expires_at = token_hash(token), now() + timedelta(hours=link_hours)
-        _append(db, row, "interviewer", "link", {"by": staff.email, "expires_at": _iso(row.token_expires_at)})
-    _published(r.id, "link")
+        ev = _append(db, row, "interviewer", "link", {"by": staff.email, "expires_at": _iso(row.token_expires_at)})
+    _published(r.id, "link", ev)
     return token
 
 
@@ -197,20 +197,28 @@ def _lock(db: Session, round_pk: int) -> Round:
 
 
 def _append(db: Session, r: Round, actor: str, kind: str, data: dict) -> RoundEvent:
-    """One event, on the round's locked row, in the caller's transaction."""
+    """One event, on the round's locked row, in the caller's transaction. `e.prev` is the
+    round's event before it: appends to a round are serialized, so (prev, id) links the
+    round's log into a chain a stream can follow without reading it back."""
     if (r.event_count or 0) >= MAX_EVENTS:
         raise RoundClosed(f"this round's log holds its limit of {MAX_EVENTS:,} events")
+    prev = r.last_event_id or 0
     e = RoundEvent(round_id=r.id, at=now(), actor=actor, kind=kind, data=data)
     db.add(e)
     db.flush()
     r.last_event_id, r.event_count = e.id, (r.event_count or 0) + 1
-    notify_sql(db, r.id, kind)
+    e.prev, e.as_json = prev, event_json(e)  # plain attributes, not columns
+    notify_sql(db, r.id, kind, e.id, prev, e.as_json)
     return e
 
 
-def _published(round_pk: int, kind: str) -> None:
-    """After the commit: wake this process's streams (other workers hear it from the feed)."""
-    HUB.publish(round_pk, kind)
+def _published(round_pk: int, kind: str, e: RoundEvent | None = None) -> None:
+    """After the commit: wake this process's streams, handing them the event (other
+    workers hear it from the feed)."""
+    if e is None:
+        HUB.publish(round_pk, kind)
+    else:
+        HUB.publish(round_pk, kind, e.id, e.prev, e.as_json)
 
 
 def event_json(e: RoundEvent) -> dict:
@@ -276,12 +284,13 @@ def opened(store: Store, token: str, user_agent: str = "") -> Round:
     r = by_token(store, token)
     if r.opened_at is not None or r.ended_at is not None:
         return r
+    ev = None
     with store.write() as db:
         row = _candidate_round(db, token, writing_read=False)
         if row.opened_at is None:
             row.opened_at = now()
-            _append(db, row, "candidate", "opened", {"user_agent": user_agent[:200]})
-    _published(r.id, "opened")
+            ev = _append(db, row, "candidate", "opened", {"user_agent": user_agent[:200]})
+    _published(r.id, "opened", ev)
     return by_token(store, token)
 
 
@@ -291,11 +300,12 @@ def save_narration(store: Store, token: str, text: str) -> dict:
         r = _candidate_round(db, token, writing_read=True)
         eid = None
         if text != r.narration:
-            eid = _append(db, r, "candidate", "narration", splice(r.narration, text)).id
+            ev = _append(db, r, "candidate", "narration", splice(r.narration, text))
+            eid = ev.id
             r.narration = text
         rid = r.id
     if eid:
-        _published(rid, "narration")
+        _published(rid, "narration", ev)
     return {"saved": True, "chars": len(text), "limit": MAX_CHARS, "event_id": eid}
 
 
@@ -303,9 +313,9 @@ def set_marks(store: Store, token: str, marks: dict) -> dict:
     with store.write() as db:
         r = _candidate_round(db, token, writing_read=True)
         r.marks = {**r.marks, **{k: v for k, v in marks.items() if k in ("step", "gap")}}
-        _append(db, r, "candidate", "marks", dict(r.marks))
+        ev = _append(db, r, "candidate", "marks", dict(r.marks))
         out, rid = dict(r.marks), r.id
-    _published(rid, "marks")
+    _published(rid, "marks", ev)
     return out
 
 
@@ -321,9 +331,9 @@ def add_run(store: Store, token: str, tool: str, options: dict[str, str], since_
             raise RoundClosed(f"a round records at most {MAX_RUNS} measurement runs")
         run = {"tool": tool, "options": options, "at": now().isoformat(), "since_open_s": since_open_s}
         r.runs = r.runs + [run]
-        _append(db, r, "candidate", "run", run)
+        ev = _append(db, r, "candidate", "run", run)
         out, rid = list(r.runs), r.id
-    _published(rid, "run")
+    _published(rid, "run", ev)
     return out
 
 
@@ -334,8 +344,9 @@ def candidate_event(store: Store, token: str, kind: str, data: dict) -> int:
         raise InstanceError(f"kind must be one of {', '.join(CANDIDATE_EVENT_KINDS)}")
     with store.write() as db:
         r = _candidate_round(db, token, writing_read=False)
-        eid, rid = _append(db, r, "candidate", kind, data).id, r.id
-    _published(rid, kind)
+        ev = _append(db, r, "candidate", kind, data)
+        eid, rid = ev.id, r.id
+    _published(rid, kind, ev)
     return eid
 
 
@@ -344,9 +355,9 @@ def submit(store: Store, token: str) -> dict:
     with store.write() as db:
         r = _candidate_round(db, token, writing_read=True)
         r.submitted_at, r.locked = now(), True
-        _append(db, r, "candidate", "submit", {"chars": len(r.narration), "words": len(r.narration.split())})
+        ev = _append(db, r, "candidate", "submit", {"chars": len(r.narration), "words": len(r.narration.split())})
         rid = r.id
-    _published(rid, "submit")
+    _published(rid, "submit", ev)
     return {"submitted": True}
 
 
@@ -372,9 +383,9 @@ def reveal_hint(store: Store, staff: Staff, public_id: str, index: int) -> dict:
             RoundEvent.data["index"].as_integer() == index))
         if shown:
             return {"index": index, "already": True}
-        _append(db, row, "interviewer", "hint", {"index": index, "title": hint["title"], "text": hint["text"],
-                                                 "by": staff.email})
-    _published(r.id, "hint")
+        ev = _append(db, row, "interviewer", "hint", {"index": index, "title": hint["title"], "text": hint["text"],
+                                                      "by": staff.email})
+    _published(r.id, "hint", ev)
     return {"index": index, "already": False}
 
 
@@ -388,9 +399,9 @@ def add_note(store: Store, staff: Staff, public_id: str, note: str) -> dict:
     with store.write() as db:
         # notes stay open after the end: the interviewer writes up the round
         row = _staff_write(db, staff, r, open_only=False)
-        e = _append(db, row, "interviewer", "note", {"text": note, "by": staff.email})
+        ev = e = _append(db, row, "interviewer", "note", {"text": note, "by": staff.email})
         out = event_json(e)
-    _published(r.id, "note")
+    _published(r.id, "note", ev)
     return out
 
 
@@ -408,9 +419,9 @@ def set_phase(store: Store, staff: Staff, public_id: str, phase: str) -> dict:
         if phase not in plan:
             raise InstanceError(f"phase must be one of {', '.join(plan)} (or next)")
         row.phase, row.phase_started_at = phase, now()
-        _append(db, row, "interviewer", "phase", {"phase": phase, "minutes": _minutes(row, phase)})
+        ev = _append(db, row, "interviewer", "phase", {"phase": phase, "minutes": _minutes(row, phase)})
         out = timer(row)
-    _published(r.id, "phase")
+    _published(r.id, "phase", ev)
     return out
 
 
@@ -419,8 +430,8 @@ def set_lock(store: Store, staff: Staff, public_id: str, locked: bool) -> dict:
     with store.write() as db:
         row = _staff_write(db, staff, r)
         row.locked = locked
-        _append(db, row, "interviewer", "lock", {"locked": locked})
-    _published(r.id, "lock")
+        ev = _append(db, row, "interviewer", "lock", {"locked": locked})
+    _published(r.id, "lock", ev)
     return {"locked": locked}
 
 
@@ -437,9 +448,9 @@ def end(store: Store, staff: Staff, public_id: str) -> dict:
         report["marks"] = score_marks(inst.key, row.marks)
         row.ended_at, row.phase, row.locked = now(), "ended", True
         row.auto_report, row.auto_total = report, report["total"]
-        _append(db, row, "interviewer", "end", {"by": staff.email})
+        ev = _append(db, row, "interviewer", "end", {"by": staff.email})
         out = {"ended_at": _iso(row.ended_at), "already": False}
-    _published(r.id, "end")
+    _published(r.id, "end", ev)
     return out
 
 
@@ -469,10 +480,10 @@ def put_scorecard(store: Store, staff: Staff, public_id: str, criteria: dict[str
             card = Scorecard(round_id=row.id, user_id=staff.user_id, submitted_at=now())
             db.add(card)
         card.criteria, card.recommendation, card.notes, card.updated_at = dict(criteria), recommendation, notes, now()
-        _append(db, row, "interviewer", "scorecard", {"by": staff.email, "criteria": dict(criteria),
+        ev = _append(db, row, "interviewer", "scorecard", {"by": staff.email, "criteria": dict(criteria),
                                                       "recommendation": recommendation})
         out = scorecard_json(card, staff.email)
-    _published(r.id, "scorecard")
+    _published(r.id, "scorecard", ev)
     return out
 
 
