@@ -53,7 +53,10 @@ def engine_for(url: str, busy_timeout_s: float = 5.0) -> Engine:
     path = sqlite_path(url)
     if path is None:
         # pre_ping: a PostgreSQL restart drops pooled connections; find out before using one
-        return create_engine(url, pool_pre_ping=True)
+        # as many connections as threads that use them (anyio's default limiter: 40), kept:
+        # the default 5 + 10 overflow opened and closed a connection (a PostgreSQL process)
+        # for every request past the fifth at once
+        return create_engine(url, pool_pre_ping=True, pool_size=40, max_overflow=0)
     path.parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, connect_args={"timeout": busy_timeout_s, "check_same_thread": False})
 
