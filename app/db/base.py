@@ -13,6 +13,7 @@ import fcntl
 import hashlib
 import os
 import stat
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -115,13 +116,23 @@ def _reason(e: BaseException) -> str:
     return f"the database is unavailable: {msg}"
 
 
+_local_writers: dict[str, threading.Lock] = {}
+
+
 class Store:
     """Sessions on one database: `read()` for pages, `write()` for changes."""
 
     def __init__(self, url: str, busy_timeout_s: float = 5.0):
         self.url = url
+        self.busy_timeout_s = busy_timeout_s
         self.engine = engine_for(url, busy_timeout_s)
         self._writer = self.engine.execution_options(tracedojo_write=True)
+        # SQLite takes one writer at a time: this process's writers queue on a lock of their
+        # own instead of each holding a pooled connection while SQLite's busy handler sleeps
+        # and retries (1-100 ms naps: a late-comer often wins, an unlucky one waits out the
+        # timeout). Other processes still meet the busy handler.
+        path = sqlite_path(url)
+        self._local = _local_writers.setdefault(str(path), threading.Lock()) if path else None
 
     @contextmanager
     def read(self) -> Iterator[Session]:
@@ -137,12 +148,18 @@ class Store:
     def write(self) -> Iterator[Session]:
         """A transaction that holds the write lock (SQLite) from its first statement and
         commits on leaving the block: the caller answers only after it is stored."""
+        if self._local is not None and not self._local.acquire(timeout=self.busy_timeout_s):
+            raise StoreUnavailable("the database is busy (this process's other writers held it past the busy "
+                                   "timeout)")
         try:
             with Session(self._writer, expire_on_commit=False) as db:
                 yield db
                 db.commit()
         except DBAPIError as e:
             raise StoreUnavailable(_reason(e)) from None
+        finally:
+            if self._local is not None:
+                self._local.release()
 
     def problem(self) -> str | None:
         """Why the database cannot take writes now (for /readyz), or None."""
