@@ -16,6 +16,7 @@ its public id, within their teams (another team's round is as absent as a missin
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import queue
 import secrets
@@ -347,7 +348,15 @@ def candidate_event(store: Store, token: str, kind: str, data: dict) -> int:
     arrived meanwhile in one transaction, and the answer waits for its commit."""
     if kind not in CANDIDATE_EVENT_KINDS:
         raise InstanceError(f"kind must be one of {', '.join(CANDIDATE_EVENT_KINDS)}")
-    return _batcher(store).submit(token, kind, data)
+    return _batcher(store).submit(token, kind, data).result()
+
+
+async def candidate_event_async(store: Store, token: str, kind: str, data: dict) -> int:
+    """candidate_event for an async route: it waits for the commit on the event loop, not
+    in a thread of the pool that would do nothing but wait."""
+    if kind not in CANDIDATE_EVENT_KINDS:
+        raise InstanceError(f"kind must be one of {', '.join(CANDIDATE_EVENT_KINDS)}")
+    return await asyncio.wrap_future(_batcher(store).submit(token, kind, data))
 
 
 BATCH_MAX = 200  # events in one transaction
@@ -378,10 +387,10 @@ class _Batcher:
         self.q: queue.SimpleQueue = queue.SimpleQueue()
         threading.Thread(target=self._run, name="tracedojo-events", daemon=True).start()
 
-    def submit(self, token: str, kind: str, data: dict) -> int:
+    def submit(self, token: str, kind: str, data: dict) -> Future:
         fut: Future = Future()
         self.q.put((token_hash(token), kind, data, fut))
-        return fut.result()
+        return fut
 
     def _run(self) -> None:
         while True:
