@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import sys
 
-from bench import analyze, corpus, generate, load, score, tools, viewer
+from bench import analyze, corpus, generate, live, load, score, tools, viewer
 
 BENCHES = {"generate": generate.main, "analyze": analyze.main, "tools": tools.main, "viewer": viewer.main, "score": score.main,
-           "load": load.main, "corpus": corpus.main}
+           "load": load.main, "corpus": corpus.main, "live": live.main}
 
 
 def main(argv: list[str]) -> int:
@@ -17,4 +17,6 @@ def main(argv: list[str]) -> int:
     return BENCHES[argv[0]](argv[1:]) or 0
 
 
-raise SystemExit(main(sys.argv[1:]))
+# Guarded: a benchmark's client processes (multiprocessing's spawn) import this module again.
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -13,6 +13,7 @@ import fcntl
 import hashlib
 import os
 import stat
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -53,10 +54,11 @@ def engine_for(url: str, busy_timeout_s: float = 5.0) -> Engine:
     path = sqlite_path(url)
     if path is None:
         # pre_ping: a PostgreSQL restart drops pooled connections; find out before using one.
-        # The pool covers the 40 threads that run a worker's sync routes: at SQLAlchemy's
-        # 5 + 10, a live round's burst of writes opened and closed a connection per request
-        # past the 5 kept (173 in 10 s in `python -m bench live`).
-        return create_engine(url, pool_pre_ping=True, pool_size=20, max_overflow=20)
+        # Kept: as many connections as the threads that use them (anyio's limiter: 40, plus
+        # the live rounds' event writer and a margin); at SQLAlchemy's 5 + 10 a burst of live
+        # writes opened and closed a connection (a PostgreSQL process) per request past the
+        # fifth: 5,277 in 60 s in `python -m bench live`.
+        return create_engine(url, pool_pre_ping=True, pool_size=40, max_overflow=10)
     path.parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, connect_args={"timeout": busy_timeout_s, "check_same_thread": False})
 
@@ -115,13 +117,23 @@ def _reason(e: BaseException) -> str:
     return f"the database is unavailable: {msg}"
 
 
+_local_writers: dict[str, threading.Lock] = {}
+
+
 class Store:
     """Sessions on one database: `read()` for pages, `write()` for changes."""
 
     def __init__(self, url: str, busy_timeout_s: float = 5.0):
         self.url = url
+        self.busy_timeout_s = busy_timeout_s
         self.engine = engine_for(url, busy_timeout_s)
         self._writer = self.engine.execution_options(tracedojo_write=True)
+        # SQLite takes one writer at a time: this process's writers queue on a lock of their
+        # own instead of each holding a pooled connection while SQLite's busy handler sleeps
+        # and retries (1-100 ms naps: a late-comer often wins, an unlucky one waits out the
+        # timeout). Other processes still meet the busy handler.
+        path = sqlite_path(url)
+        self._local = _local_writers.setdefault(str(path), threading.Lock()) if path else None
 
     @contextmanager
     def read(self) -> Iterator[Session]:
@@ -137,12 +149,18 @@ class Store:
     def write(self) -> Iterator[Session]:
         """A transaction that holds the write lock (SQLite) from its first statement and
         commits on leaving the block: the caller answers only after it is stored."""
+        if self._local is not None and not self._local.acquire(timeout=self.busy_timeout_s):
+            raise StoreUnavailable("the database is busy (this process's other writers held it past the busy "
+                                   "timeout)")
         try:
             with Session(self._writer, expire_on_commit=False) as db:
                 yield db
                 db.commit()
         except DBAPIError as e:
             raise StoreUnavailable(_reason(e)) from None
+        finally:
+            if self._local is not None:
+                self._local.release()
 
     def problem(self) -> str | None:
         """Why the database cannot take writes now (for /readyz), or None."""

@@ -16,11 +16,15 @@ its public id, within their teams (another team's round is as absent as a missin
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import queue
 import secrets
+import threading
+from concurrent.futures import Future
 from datetime import datetime, timedelta, timezone
 
-from sqlalchemy import func, select
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session
 
 import scenarios
@@ -135,8 +139,8 @@ def create(store: Store, staff: Staff, *, scenario: str | None = None, seed: str
     with store.write() as db:
         db.add(r)
         db.flush()
-        _append(db, r, "system", "created", {"by": staff.email, "phase": "waiting"})
-    _published(r.id, "created")
+        ev = _append(db, r, "system", "created", {"by": staff.email, "phase": "waiting"})
+    _published(r.id, "created", ev)
     return r, token
 
 
@@ -148,8 +152,8 @@ def new_link(store: Store, staff: Staff, public_id: str, link_hours: float = 72.
     with store.write() as db:
         row = _lock(db, r.id)
         row.token_hash, row.token_expires_at = token_hash(token), now() + timedelta(hours=link_hours)
-        _append(db, row, "interviewer", "link", {"by": staff.email, "expires_at": _iso(row.token_expires_at)})
-    _published(r.id, "link")
+        ev = _append(db, row, "interviewer", "link", {"by": staff.email, "expires_at": _iso(row.token_expires_at)})
+    _published(r.id, "link", ev)
     return token
 
 
@@ -197,20 +201,28 @@ def _lock(db: Session, round_pk: int) -> Round:
 
 
 def _append(db: Session, r: Round, actor: str, kind: str, data: dict) -> RoundEvent:
-    """One event, on the round's locked row, in the caller's transaction."""
+    """One event, on the round's locked row, in the caller's transaction. `e.prev` is the
+    round's event before it: appends to a round are serialized, so (prev, id) links the
+    round's log into a chain a stream can follow without reading it back."""
     if (r.event_count or 0) >= MAX_EVENTS:
         raise RoundClosed(f"this round's log holds its limit of {MAX_EVENTS:,} events")
+    prev = r.last_event_id or 0
     e = RoundEvent(round_id=r.id, at=now(), actor=actor, kind=kind, data=data)
     db.add(e)
     db.flush()
     r.last_event_id, r.event_count = e.id, (r.event_count or 0) + 1
-    notify_sql(db, r.id, kind)
+    e.prev, e.as_json = prev, event_json(e)  # plain attributes, not columns
+    notify_sql(db, r.id, kind, e.id, prev, e.as_json)
     return e
 
 
-def _published(round_pk: int, kind: str) -> None:
-    """After the commit: wake this process's streams (other workers hear it from the feed)."""
-    HUB.publish(round_pk, kind)
+def _published(round_pk: int, kind: str, e: RoundEvent | None = None) -> None:
+    """After the commit: wake this process's streams, handing them the event (other
+    workers hear it from the feed)."""
+    if e is None:
+        HUB.publish(round_pk, kind)
+    else:
+        HUB.publish(round_pk, kind, e.id, e.prev, e.as_json)
 
 
 def event_json(e: RoundEvent) -> dict:
@@ -266,12 +278,13 @@ def opened(store: Store, token: str, user_agent: str = "") -> Round:
     r = by_token(store, token)
     if r.opened_at is not None or r.ended_at is not None:
         return r
+    ev = None
     with store.write() as db:
         row = _candidate_round(db, token, writing_read=False)
         if row.opened_at is None:
             row.opened_at = now()
-            _append(db, row, "candidate", "opened", {"user_agent": user_agent[:200]})
-    _published(r.id, "opened")
+            ev = _append(db, row, "candidate", "opened", {"user_agent": user_agent[:200]})
+    _published(r.id, "opened", ev)
     return by_token(store, token)
 
 
@@ -281,11 +294,12 @@ def save_narration(store: Store, token: str, text: str) -> dict:
         r = _candidate_round(db, token, writing_read=True)
         eid = None
         if text != r.narration:
-            eid = _append(db, r, "candidate", "narration", splice(r.narration, text)).id
+            ev = _append(db, r, "candidate", "narration", splice(r.narration, text))
+            eid = ev.id
             r.narration = text
         rid = r.id
     if eid:
-        _published(rid, "narration")
+        _published(rid, "narration", ev)
     return {"saved": True, "chars": len(text), "limit": MAX_CHARS, "event_id": eid}
 
 
@@ -293,9 +307,9 @@ def set_marks(store: Store, token: str, marks: dict) -> dict:
     with store.write() as db:
         r = _candidate_round(db, token, writing_read=True)
         r.marks = {**r.marks, **{k: v for k, v in marks.items() if k in ("step", "gap")}}
-        _append(db, r, "candidate", "marks", dict(r.marks))
+        ev = _append(db, r, "candidate", "marks", dict(r.marks))
         out, rid = dict(r.marks), r.id
-    _published(rid, "marks")
+    _published(rid, "marks", ev)
     return out
 
 
@@ -311,22 +325,112 @@ def add_run(store: Store, token: str, tool: str, options: dict[str, str], since_
             raise RoundClosed(f"a round records at most {MAX_RUNS} measurement runs")
         run = {"tool": tool, "options": options, "at": now().isoformat(), "since_open_s": since_open_s}
         r.runs = r.runs + [run]
-        _append(db, r, "candidate", "run", run)
+        ev = _append(db, r, "candidate", "run", run)
         out, rid = list(r.runs), r.id
-    _published(rid, "run")
+    _published(rid, "run", ev)
     return out
 
 
 def candidate_event(store: Store, token: str, kind: str, data: dict) -> int:
     """A view change or an integrity signal (tab hidden, a paste): the console mirrors it;
-    integrity is information for the interviewer, never a penalty."""
+    integrity is information for the interviewer, never a penalty. The page sends one per
+    100 ms while the candidate moves: this process's writer (`_Batcher`) stores whatever
+    arrived meanwhile in one transaction, and the answer waits for its commit."""
     if kind not in CANDIDATE_EVENT_KINDS:
         raise InstanceError(f"kind must be one of {', '.join(CANDIDATE_EVENT_KINDS)}")
-    with store.write() as db:
-        r = _candidate_round(db, token, writing_read=False)
-        eid, rid = _append(db, r, "candidate", kind, data).id, r.id
-    _published(rid, kind)
-    return eid
+    return _batcher(store).submit(token, kind, data).result()
+
+
+async def candidate_event_async(store: Store, token: str, kind: str, data: dict) -> int:
+    """candidate_event for an async route: it waits for the commit on the event loop, not
+    in a thread of the pool that would do nothing but wait."""
+    if kind not in CANDIDATE_EVENT_KINDS:
+        raise InstanceError(f"kind must be one of {', '.join(CANDIDATE_EVENT_KINDS)}")
+    return await asyncio.wrap_future(_batcher(store).submit(token, kind, data))
+
+
+BATCH_MAX = 200  # events in one transaction
+_batchers: dict[str, "_Batcher"] = {}
+_batchers_lock = threading.Lock()
+
+
+def _batcher(store: Store) -> "_Batcher":
+    b = _batchers.get(store.url)
+    if b is None:
+        with _batchers_lock:
+            b = _batchers.get(store.url)
+            if b is None:
+                b = _batchers[store.url] = _Batcher(store)
+    return b
+
+
+class _Batcher:
+    """One thread per process that writes candidate events: each transaction takes every
+    event waiting (up to BATCH_MAX), so at 250 events/s a commit (SQLite's fsync, the write
+    lock, the GIL handed back and forth five times) is paid once per batch, not per event.
+    Rounds are locked in token order, so two processes' batches cannot deadlock. An event
+    its round refuses (ended, expired, full) fails alone; a database error fails the batch
+    and nothing of it is stored."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.q: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="tracedojo-events", daemon=True).start()
+
+    def submit(self, token: str, kind: str, data: dict) -> Future:
+        fut: Future = Future()
+        self.q.put((token_hash(token), kind, data, fut))
+        return fut
+
+    def _run(self) -> None:
+        while True:
+            items = [self.q.get()]
+            while len(items) < BATCH_MAX:
+                try:
+                    items.append(self.q.get_nowait())
+                except queue.Empty:
+                    break
+            items.sort(key=lambda it: it[0])  # stable: one round's events keep their order
+            done = []
+            try:
+                with self.store.write() as db:
+                    conn = db.connection()
+                    for h, kind, data, fut in items:
+                        try:
+                            done.append((fut, *self._one(db, conn, h, kind, data)))
+                        except InstanceError as e:
+                            fut.set_exception(e)
+            except Exception as e:  # nothing of this batch was stored
+                for _h, _k, _d, fut in items:
+                    if not fut.done():
+                        fut.set_exception(e)
+                continue
+            for fut, rid, kind, eid, prev, event in done:
+                HUB.publish(rid, kind, eid, prev, event)
+                fut.set_result(eid)
+
+    @staticmethod
+    def _one(db, conn, h: str, kind: str, data: dict) -> tuple:
+        rounds, log = Round.__table__, RoundEvent.__table__
+        r = conn.execute(select(rounds.c.id, rounds.c.token_expires_at, rounds.c.ended_at, rounds.c.event_count,
+                                rounds.c.last_event_id)
+                         .where(rounds.c.token_hash == h).with_for_update()).first()
+        if r is None:
+            raise NoRound("no round at this link: it may have been replaced by a newer one")
+        if _aware(r.token_expires_at) < now():
+            raise LinkExpired("this round's link has expired; ask your interviewer for a new one")
+        if r.ended_at is not None:
+            raise RoundClosed("the interviewer has ended this round; nothing more is recorded")
+        if (r.event_count or 0) >= MAX_EVENTS:
+            raise RoundClosed(f"this round's log holds its limit of {MAX_EVENTS:,} events")
+        at, prev = now(), r.last_event_id or 0
+        eid = conn.execute(insert(log).values(round_id=r.id, at=at, actor="candidate", kind=kind, data=data)
+                           .returning(log.c.id)).scalar_one()
+        conn.execute(update(rounds).where(rounds.c.id == r.id)
+                     .values(last_event_id=eid, event_count=rounds.c.event_count + 1))
+        event = {"id": eid, "at": _iso(at), "actor": "candidate", "kind": kind, "data": data}
+        notify_sql(db, r.id, kind, eid, prev, event)
+        return r.id, kind, eid, prev, event
 
 
 def submit(store: Store, token: str) -> dict:
@@ -334,9 +438,9 @@ def submit(store: Store, token: str) -> dict:
     with store.write() as db:
         r = _candidate_round(db, token, writing_read=True)
         r.submitted_at, r.locked = now(), True
-        _append(db, r, "candidate", "submit", {"chars": len(r.narration), "words": len(r.narration.split())})
+        ev = _append(db, r, "candidate", "submit", {"chars": len(r.narration), "words": len(r.narration.split())})
         rid = r.id
-    _published(rid, "submit")
+    _published(rid, "submit", ev)
     return {"submitted": True}
 
 
@@ -362,9 +466,9 @@ def reveal_hint(store: Store, staff: Staff, public_id: str, index: int) -> dict:
             RoundEvent.data["index"].as_integer() == index))
         if shown:
             return {"index": index, "already": True}
-        _append(db, row, "interviewer", "hint", {"index": index, "title": hint["title"], "text": hint["text"],
-                                                 "by": staff.email})
-    _published(r.id, "hint")
+        ev = _append(db, row, "interviewer", "hint", {"index": index, "title": hint["title"], "text": hint["text"],
+                                                      "by": staff.email})
+    _published(r.id, "hint", ev)
     return {"index": index, "already": False}
 
 
@@ -378,9 +482,9 @@ def add_note(store: Store, staff: Staff, public_id: str, note: str) -> dict:
     with store.write() as db:
         # notes stay open after the end: the interviewer writes up the round
         row = _staff_write(db, staff, r, open_only=False)
-        e = _append(db, row, "interviewer", "note", {"text": note, "by": staff.email})
+        ev = e = _append(db, row, "interviewer", "note", {"text": note, "by": staff.email})
         out = event_json(e)
-    _published(r.id, "note")
+    _published(r.id, "note", ev)
     return out
 
 
@@ -398,9 +502,9 @@ def set_phase(store: Store, staff: Staff, public_id: str, phase: str) -> dict:
         if phase not in plan:
             raise InstanceError(f"phase must be one of {', '.join(plan)} (or next)")
         row.phase, row.phase_started_at = phase, now()
-        _append(db, row, "interviewer", "phase", {"phase": phase, "minutes": _minutes(row, phase)})
+        ev = _append(db, row, "interviewer", "phase", {"phase": phase, "minutes": _minutes(row, phase)})
         out = timer(row)
-    _published(r.id, "phase")
+    _published(r.id, "phase", ev)
     return out
 
 
@@ -409,8 +513,8 @@ def set_lock(store: Store, staff: Staff, public_id: str, locked: bool) -> dict:
     with store.write() as db:
         row = _staff_write(db, staff, r)
         row.locked = locked
-        _append(db, row, "interviewer", "lock", {"locked": locked})
-    _published(r.id, "lock")
+        ev = _append(db, row, "interviewer", "lock", {"locked": locked})
+    _published(r.id, "lock", ev)
     return {"locked": locked}
 
 
@@ -430,9 +534,9 @@ def end(store: Store, staff: Staff, public_id: str) -> dict:
             report = {"total": None, "skipped": f"no automatic score: {e}"}
         row.ended_at, row.phase, row.locked = now(), "ended", True
         row.auto_report, row.auto_total = report, report["total"]
-        _append(db, row, "interviewer", "end", {"by": staff.email})
+        ev = _append(db, row, "interviewer", "end", {"by": staff.email})
         out = {"ended_at": _iso(row.ended_at), "already": False}
-    _published(r.id, "end")
+    _published(r.id, "end", ev)
     return out
 
 
@@ -462,10 +566,10 @@ def put_scorecard(store: Store, staff: Staff, public_id: str, criteria: dict[str
             card = Scorecard(round_id=row.id, user_id=staff.user_id, submitted_at=now())
             db.add(card)
         card.criteria, card.recommendation, card.notes, card.updated_at = dict(criteria), recommendation, notes, now()
-        _append(db, row, "interviewer", "scorecard", {"by": staff.email, "criteria": dict(criteria),
+        ev = _append(db, row, "interviewer", "scorecard", {"by": staff.email, "criteria": dict(criteria),
                                                       "recommendation": recommendation})
         out = scorecard_json(card, staff.email)
-    _published(r.id, "scorecard")
+    _published(r.id, "scorecard", ev)
     return out
 
 

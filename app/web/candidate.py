@@ -17,9 +17,9 @@ from pydantic import BaseModel, Field, FiniteFloat
 from starlette.concurrency import run_in_threadpool
 
 from app.rounds import live
-from app.web.attempts import Marks, Text
 from app.scenario import InstanceError
-from app.web import instances as served, sse
+from app.web import deps, instances as served, sse
+from app.web.attempts import Marks, Text
 from app.web.deps import StoreDep
 from app.web.templates import templates
 
@@ -188,10 +188,11 @@ def post_run(token: str, body: Run, store: StoreDep):
 
 
 @router.post("/api/r/{token}/events", status_code=201)
-def post_event(token: str, store: StoreDep, body: CandidateEvent = Body()):
-    """`{kind: viewport|selection|integrity, ...}`: the console mirrors it."""
+async def post_event(token: str, body: CandidateEvent = Body()):
+    """`{kind: viewport|selection|integrity, ...}`: the console mirrors it. Async, with no
+    sync dependency (FastAPI runs those in the thread pool): several a second per candidate."""
     data = body.model_dump(exclude={"kind"}, exclude_none=True)
-    return {"id": live.candidate_event(store, token, body.kind, data)}
+    return {"id": await live.candidate_event_async(deps.store(), token, body.kind, data)}
 
 
 @router.post("/api/r/{token}/submit")

@@ -65,13 +65,15 @@ def create_app(migrate: bool = True) -> FastAPI:
         prepare_database(settings.database_url, settings.data_dir, settings.create_db)
     app = FastAPI(title="Trace Dojo", version=__version__, lifespan=_live_feed)
     app.mount("/static", StaticFiles(directory=str(ROOT / "static")), name="static")
+    # the live round's routes first: a candidate's page posts several times a second, and
+    # routes are matched in order (no other router has a path under /r/ or /api/r/)
+    app.include_router(candidate.router)
+    app.include_router(rounds.router)
     app.include_router(explorer.router)
     app.include_router(traces.router)
     app.include_router(attempts.router)
     app.include_router(practice_pages.router)
     app.include_router(accounts_pages.router)
-    app.include_router(rounds.router)
-    app.include_router(candidate.router)
     app.add_middleware(SecurityMiddleware, secure_cookies=settings.secure_cookies)
 
     @app.get("/healthz", include_in_schema=False)

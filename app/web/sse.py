@@ -4,9 +4,12 @@ browser that reconnects (EventSource does by itself, sending `Last-Event-ID`) or
 
 The stream holds no database connection while it waits: it reads `id > last` in the
 thread pool, sends, and sleeps on its wake-up (app/rounds/wakeup.py) or `REREAD_S`,
-whichever comes first, sending a keep-alive comment on the timeout. It ends itself
-after `MAX_STREAM_S` (the browser reconnects at once and resumes), so a restart or a
-deploy never waits on a stream that would otherwise stay open for the whole round.
+whichever comes first, sending a keep-alive comment on the timeout. A stream of every
+kind sends the events its wake-ups hand it while they follow on from the last one it
+sent (each names the round's event before it), and reads the log only when they do
+not. It ends itself after `MAX_STREAM_S` (the browser reconnects at once and resumes),
+so a restart or a deploy never waits on a stream that would otherwise stay open for
+the whole round.
 """
 
 from __future__ import annotations
@@ -41,27 +44,51 @@ def frame(e: dict) -> bytes:
     return b"id: %d\nevent: %s\ndata: %s\n\n" % (e["id"], e["kind"].encode(), orjson.dumps(e))
 
 
+def _handed(waiter, last: int) -> tuple[list[dict], bool]:
+    """The handed events that follow on from `last`, and whether the log must be read
+    (a gap: a wake-up lost, or one that came without its event)."""
+    out = []
+    while waiter.pending:
+        eid, prev, e = waiter.pending.popleft()
+        if eid <= last:
+            continue
+        if e is None or prev != last:
+            return out, True
+        out.append(e)
+        last = eid
+    return out, False
+
+
 async def _events(store, round_pk: int, after: int, kinds: frozenset[str] | None,
                   extra: Callable[[dict], bytes] | None) -> AsyncIterator[bytes]:
     waiter = HUB.subscribe(round_pk, kinds)
     started = time.monotonic()
     last = after
+    read = True  # the log, not the wake-ups: at the start, after a gap, and every REREAD_S
     try:
         yield b"retry: %d\n\n" % RETRY_MS
         while time.monotonic() - started < MAX_STREAM_S:
             waiter.event.clear()  # before the read: a wake-up during the read is kept
-            batch = await run_in_threadpool(live.events, store, round_pk, last, kinds, BATCH)
+            if read or waiter.must_read or kinds is not None:
+                waiter.pending.clear()  # what comes in during the read is kept (and skipped if read)
+                waiter.must_read = False
+                batch = await run_in_threadpool(live.events, store, round_pk, last, kinds, BATCH)
+                read = len(batch) == BATCH
+            else:
+                batch, read = _handed(waiter, last)
             for e in batch:
                 yield frame(e)
                 last = e["id"]
+            waiter.seen = max(waiter.seen, last)
             if batch and extra is not None:
                 yield await run_in_threadpool(extra, batch[-1])
-            if len(batch) == BATCH:
+            if read or waiter.pending or waiter.must_read:
                 continue
             try:
                 await asyncio.wait_for(waiter.event.wait(), REREAD_S)
             except asyncio.TimeoutError:
                 yield b": keep-alive\n\n"
+                read = True
     finally:
         HUB.unsubscribe(waiter)
 
