@@ -117,7 +117,10 @@ function apply(e) {
       break;
     case "marks": marks = d; showMarks(); break;
     case "run": runs.push(d); showRuns(); showRun(d); break;
-    case "viewport": lastView = d; mirror(); mirrorStatus.textContent = `candidate viewing ${(d.start_ns / 1e6).toFixed(2)}–${(d.end_ns / 1e6).toFixed(2)} ms`; break;
+    case "viewport":
+      // overlapping posts can commit out of send order: an older view never replaces a newer one
+      if (lastView && d.t != null && lastView.t != null && d.t < lastView.t) break;
+      lastView = d; mirror(); mirrorStatus.textContent = `candidate viewing ${(d.start_ns / 1e6).toFixed(2)}–${(d.end_ns / 1e6).toFixed(2)} ms`; break;
     case "selection":
       lastSel = d; mirror();
       if (d.name) mirrorStatus.textContent = `candidate selected ${d.name}`;
