@@ -258,10 +258,10 @@ def apply_splice(text: str, d: dict) -> str:
 
 # -- the candidate's writes ------------------------------------------------------------------
 
-def _candidate_round(db: Session, token: str, *, writing_read: bool) -> Round:
-    """The round behind a live link, locked, open for this write: not ended, and for the
-    read itself (narration, marks) not locked."""
-    r = db.scalar(select(Round).where(Round.token_hash == token_hash(token)).with_for_update())
+def _check_open(r, *, writing_read: bool = False) -> None:
+    """The round (a Round, or a row with its columns) behind a live link takes this write:
+    it exists, its link is live, it has not ended, and for the read itself (narration,
+    marks) it is not locked."""
     if r is None:
         raise NoRound("no round at this link: it may have been replaced by a newer one")
     if _aware(r.token_expires_at) < now():
@@ -270,6 +270,12 @@ def _candidate_round(db: Session, token: str, *, writing_read: bool) -> Round:
         raise RoundClosed("the interviewer has ended this round; nothing more is recorded")
     if writing_read and r.locked:
         raise RoundClosed("the interviewer has locked your read for now; it is saved as it stands")
+
+
+def _candidate_round(db: Session, token: str, *, writing_read: bool) -> Round:
+    """The round behind a live link, locked, open for this write."""
+    r = db.scalar(select(Round).where(Round.token_hash == token_hash(token)).with_for_update())
+    _check_open(r, writing_read=writing_read)
     return r
 
 
@@ -415,12 +421,7 @@ class _Batcher:
         r = conn.execute(select(rounds.c.id, rounds.c.token_expires_at, rounds.c.ended_at, rounds.c.event_count,
                                 rounds.c.last_event_id)
                          .where(rounds.c.token_hash == h).with_for_update()).first()
-        if r is None:
-            raise NoRound("no round at this link: it may have been replaced by a newer one")
-        if _aware(r.token_expires_at) < now():
-            raise LinkExpired("this round's link has expired; ask your interviewer for a new one")
-        if r.ended_at is not None:
-            raise RoundClosed("the interviewer has ended this round; nothing more is recorded")
+        _check_open(r)
         if (r.event_count or 0) >= MAX_EVENTS:
             raise RoundClosed(f"this round's log holds its limit of {MAX_EVENTS:,} events")
         at, prev = now(), r.last_event_id or 0
