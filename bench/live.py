@@ -61,7 +61,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from bench.load import free_port, stop_server, tree_rss_mb
+from bench import load
+from bench.load import stop_server, tree_rss_mb
 
 ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "bench-live correct horse battery"
@@ -126,23 +127,7 @@ def set_nice(nice: int) -> None:
 def start_server(tmp: Path, env: dict, workers: int, nice: int = 0,
                  root: Path = ROOT) -> tuple[subprocess.Popen, str, str]:
     """(process, base URL, why it failed or ""); the app as checked out in `root`."""
-    port = free_port()
-    log = open(tmp / "server.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--workers", str(workers), "--port", str(port),
-                             "--quiet"], env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT,
-                            preexec_fn=(lambda: set_nice(nice)) if nice else None)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + SERVER_START_S
-    while time.monotonic() < deadline:  # bounded: SERVER_START_S of polls at most
-        if proc.poll() is not None:
-            return proc, base, f"the server exited with {proc.returncode}"
-        try:
-            if httpx.get(base + "/readyz", timeout=2).status_code == 200:
-                return proc, base, ""
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.25)
-    return proc, base, f"GET /readyz did not answer 200 within {SERVER_START_S:.0f} s"
+    return load.launch(tmp, env, workers, root, (lambda: set_nice(nice)) if nice else None, SERVER_START_S)
 
 
 def tree_pids(pid: int) -> list[int]:

@@ -99,15 +99,23 @@ def free_port() -> int:
 
 def start_server(tmp: Path, workers: int) -> tuple[subprocess.Popen | None, str, str]:
     """(process, base URL, why it failed or "")."""
-    port = free_port()
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp / 'tracedojo.db'}", "TRACEDOJO_DATA_DIR": str(tmp),
            "TRACEDOJO_SECRET_KEY": "bench"}
+    return launch(tmp, env, workers)
+
+
+def launch(tmp: Path, env: dict, workers: int, root: Path = ROOT, preexec_fn=None,
+           timeout_s: float = 60) -> tuple[subprocess.Popen, str, str]:
+    """`tracedojo serve` from the checkout `root` on a free port, its log in tmp/server.log,
+    waited for until /readyz answers: (process, base URL, why it failed or "")."""
+    port = free_port()
     log = open(tmp / "server.log", "wb")
     proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--workers", str(workers), "--port", str(port),
-                             "--quiet"], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+                             "--quiet"], env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT,
+                            preexec_fn=preexec_fn)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # bounded: 60 s of polls at most
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:  # bounded: timeout_s of polls at most
         if proc.poll() is not None:
             return proc, base, f"the server exited with {proc.returncode}"
         try:
@@ -116,7 +124,7 @@ def start_server(tmp: Path, workers: int) -> tuple[subprocess.Popen | None, str,
         except httpx.HTTPError:
             pass
         time.sleep(0.25)
-    return proc, base, "GET /readyz did not answer 200 within 60 s"
+    return proc, base, f"GET /readyz did not answer 200 within {timeout_s:.0f} s"
 
 
 def stop_server(proc: subprocess.Popen) -> None:

@@ -4,7 +4,7 @@
 // (at most every 100 ms), and neutral integrity signals (tab hidden or shown, paste
 // sizes). What the interviewer pushes (phase, hints, lock, end) arrives over the
 // round's event stream (htmx hx-sse swaps the status; this page reacts to lock and end).
-import { drawMarks, marksText, selectionSpan } from "./marks.js";
+import { setupMarks } from "./marks.js";
 import { setupViewerPage } from "./viewer-page.js";
 import { readTimer, tickClock, words } from "./live-common.js";
 
@@ -58,22 +58,9 @@ const viewer = setupViewerPage(root, {
   onChange: (kind, data) => send(kind, data),
 });
 
-let marks = page.marks || {};
-function showMarks(tl) {
-  drawMarks(tl, marks);
-  $("[data-marks-status]").textContent = marksText(marks);
-}
+let currentMarks = () => page.marks || {};
 viewer.then((tl) => {
-  showMarks(tl);
-  box.querySelectorAll("[data-mark]").forEach((b) => b.addEventListener("click", async () => {
-    const span = selectionSpan(tl);
-    if (!span) { showError("Drag across the timeline to select an area first, then mark it."); return; }
-    try {
-      marks = (await api("/marks", "PUT", { [b.dataset.mark]: span })).marks;
-      showError("");
-      showMarks(tl);
-    } catch { /* shown */ }
-  }));
+  currentMarks = setupMarks(box, tl, page.marks || {}, async (mark) => (await api("/marks", "PUT", mark)).marks, showError);
 });
 
 // --- the narration: sent 400 ms after typing stops, and every 3 s while it differs -----------
@@ -145,4 +132,4 @@ $("[data-submit]").addEventListener("click", async () => {
   try { await api("/submit", "POST", {}); } catch { /* shown */ }
 });
 
-window.tracedojoRound = { save, marks: () => marks, state };
+window.tracedojoRound = { save, marks: () => currentMarks(), state };

@@ -16,9 +16,25 @@ export function drawMarks(tl, marks) {
 }
 
 // The area selection as a mark's span (absolute µs), or null.
-export function selectionSpan(tl) {
+function selectionSpan(tl) {
   const sel = tl.selection();
   if (!sel) return null;
   const t0us = tl.t0_ns / 1e3;
   return { start_us: t0us + sel.start_us, end_us: t0us + sel.end_us };
+}
+
+// The marks bar (_marks_bar.html) under `box`: its buttons mark the area selection through
+// `put({kind: span})`, which stores it and answers the marks as stored (or throws, having
+// shown why); `marks` is what is stored now.
+export function setupMarks(box, tl, marks, put, showError) {
+  const show = () => { drawMarks(tl, marks); box.querySelector("[data-marks-status]").textContent = marksText(marks); };
+  show();
+  box.querySelectorAll("[data-mark]").forEach((b) => b.addEventListener("click", async () => {
+    const span = selectionSpan(tl);
+    if (!span) { showError("Drag across the timeline to select an area first, then mark it."); return; }
+    try { marks = await put({ [b.dataset.mark]: span }); } catch { return; }
+    showError("");
+    show();
+  }));
+  return () => marks;
 }

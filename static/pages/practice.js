@@ -1,7 +1,7 @@
 // The practice round: the viewer (runs recorded on the attempt), marks from the area
 // selection, and the narration: autosaved every few seconds to the server and kept as a
 // local draft, so neither a reload nor a server restart loses a word.
-import { drawMarks, marksText, selectionSpan } from "./marks.js";
+import { setupMarks } from "./marks.js";
 import { setupViewerPage } from "./viewer-page.js";
 
 const root = document.getElementById("viewer");
@@ -29,22 +29,13 @@ const viewer = setupViewerPage(root, {
 });
 
 // --- marks ----------------------------------------------------------------------------
-let marks = attempt.marks || {};
-function showMarks(tl) {
-  drawMarks(tl, marks);
-  $("[data-marks-status]").textContent = marksText(marks);
-}
+let currentMarks = () => attempt.marks || {};
 viewer.then((tl) => {
-  showMarks(tl);
-  box.querySelectorAll("[data-mark]").forEach((b) => b.addEventListener("click", async () => {
-    const span = selectionSpan(tl);
-    if (!span) { showError("Drag across the timeline to select an area first, then mark it."); return; }
-    const res = await api("/marks", "PUT", { [b.dataset.mark]: span });
-    if (!res.ok) { showError((await res.json()).error); return; }
-    showError("");
-    marks = (await res.json()).marks;
-    showMarks(tl);
-  }));
+  currentMarks = setupMarks(box, tl, attempt.marks || {}, async (mark) => {
+    const res = await api("/marks", "PUT", mark);
+    if (!res.ok) { const why = (await res.json()).error; showError(why); throw new Error(why); }
+    return (await res.json()).marks;
+  }, showError);
 });
 
 // --- narration: words, the 60-second mode, autosave -----------------------------------
@@ -108,4 +99,4 @@ $("[data-submit]").addEventListener("click", async () => {
   location.href = `/practice/${attempt.id}/report`;
 });
 
-window.tracedojoPractice = { save, words, marks: () => marks };
+window.tracedojoPractice = { save, words, marks: () => currentMarks() };
