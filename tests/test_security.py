@@ -176,3 +176,19 @@ def test_pages_that_were_500s(client):
     assert client.get("/attempts").status_code == 200
     twin = client.get(f"/practice/{aid}.json")  # the page route caught the twin
     assert twin.status_code == 200 and twin.json()["attempt"]["id"] == aid
+
+
+@pytest.mark.parametrize("path", ["/api/attempts", "/api/r/no-such-token/events", "/api/rounds", "/login"])
+def test_a_huge_body_is_refused_before_it_is_read(client, path):
+    """Routes that read their body whole took any size into memory; past 1 MiB they answer
+    413 with one line, whether the size is announced or the body comes in chunks."""
+    big = b'{"narration": "' + b"x" * (2 * 2**20) + b'"}'
+    r = client.post(path, content=big, headers={"content-type": "application/json"})
+    assert r.status_code == 413 and "KiB" in r.json()["error"]
+
+    def chunks():
+        for _ in range(3):
+            yield b"x" * 2**20
+
+    r = client.post(path, content=chunks(), headers={"content-type": "application/json"})
+    assert r.status_code == 413 and "KiB" in r.json()["error"]

@@ -21,6 +21,11 @@ from starlette.responses import JSONResponse, Response
 from app.identity import COOKIE, identity_of, new_identity
 
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
+# A write's body, read whole into memory by the routes that take JSON or forms: the
+# largest honest one is a 20,000-character narration (~240 KB escaped at worst). Uploads
+# stream to disk under their own limits (max_upload_bytes).
+MAX_BODY_BYTES = 2**20
+STREAMED = ("/api/traces", "/upload")
 IDENTITY_MAX_AGE_S = 5 * 365 * 86400
 
 # No inline script anywhere (data travels in <script type="application/json"> blocks,
@@ -52,6 +57,29 @@ def cross_site(headers: Headers) -> str | None:
     return None
 
 
+async def _read_capped(receive) -> list[dict] | None:
+    """A body sent without Content-Length (chunked), read here up to MAX_BODY_BYTES: its
+    messages to hand on, or None past the limit."""
+    messages, seen = [], 0
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            return messages
+        seen += len(message.get("body", b""))
+        if seen > MAX_BODY_BYTES:
+            return None
+        if not message.get("more_body", False):
+            return messages
+
+
+def _replay(messages: list[dict], receive):
+    """The body's messages as read, then the connection's own (a disconnect, later)."""
+    async def replay():
+        return messages.pop(0) if messages else await receive()
+    return replay
+
+
 class SecurityMiddleware:
     def __init__(self, app, secure_cookies: bool = False):
         self.app = app
@@ -63,6 +91,17 @@ class SecurityMiddleware:
         headers = Headers(scope=scope)
         if scope["method"] not in SAFE_METHODS and (why := cross_site(headers)):
             return await JSONResponse({"error": why}, 403, headers=HEADERS)(scope, receive, send)
+        if scope["method"] not in SAFE_METHODS and not scope["path"].startswith(STREAMED):
+            length = headers.get("content-length")
+            if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
+                return await JSONResponse({"error": f"the body is over {MAX_BODY_BYTES // 1024} KiB"}, 413,
+                                          headers=HEADERS)(scope, receive, send)
+            if length is None:
+                messages = await _read_capped(receive)
+                if messages is None:
+                    return await JSONResponse({"error": f"the body is over {MAX_BODY_BYTES // 1024} KiB"}, 413,
+                                              headers=HEADERS)(scope, receive, send)
+                receive = _replay(messages, receive)
         owner = identity_of(cookie_parser(headers.get("cookie", "")).get(COOKIE))
         fresh = None
         if owner is None:
