@@ -39,6 +39,11 @@ class Attempt(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now, onupdate=now)
     submitted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # A shared report's link is an HMAC of this nonce under the server's key: the owner
+    # can see it again, a copy of the database alone cannot open it, and a revoke (nonce
+    # cleared) or a new link (a new nonce) kills every link given before.
+    share_nonce: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    shared_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
     saves: Mapped[list["NarrationSave"]] = relationship(back_populates="attempt", cascade="all, delete-orphan",
                                                         order_by="NarrationSave.id")

@@ -1,5 +1,6 @@
 """Staff accounts, teams and live interview rounds (contract 7 of DESIGN.md).
-migrations/versions/0004_rounds.py creates these tables.
+migrations/versions/0004_rounds.py creates these tables; 0005_review adds candidates, anchors,
+the gold set, practice attached to rounds and the team's scorecard visibility.
 
 A round's truth is its append-only event log (`round_events`): every change a candidate
 or an interviewer makes is one row with a monotonic id, written in the same transaction
@@ -19,6 +20,9 @@ from app.db.base import Base
 from app.db.models import now
 
 ROLES = ("admin", "interviewer", "reviewer")
+# Whose scorecards a rater of a round sees (teams.scorecard_visibility): nobody else's,
+# everyone's, or everyone's once their own is in (the default: blind until you commit).
+VISIBILITY = ("never", "always", "after_own")
 
 
 class Team(Base):
@@ -27,6 +31,7 @@ class Team(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     slug: Mapped[str] = mapped_column(String(64), unique=True)  # as typed in `--team`, lower case
     name: Mapped[str] = mapped_column(String(200))
+    scorecard_visibility: Mapped[str] = mapped_column(String(16), default="after_own", server_default="after_own")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
 
 
@@ -122,6 +127,23 @@ class Question(Base):
     archived_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
+class Candidate(Base):
+    """A person a team interviews. Review shows them by `code` ("Candidate 7F3A") so a
+    reviewer judges the read, not the name; the name is for those who run rounds."""
+
+    __tablename__ = "candidates"
+    __table_args__ = (UniqueConstraint("team_id", "code"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), index=True)
+    code: Mapped[str] = mapped_column(String(8))  # upper-case hex, unique in the team
+    name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    email: Mapped[str | None] = mapped_column(String(254), nullable=True)
+    synthetic: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())  # `tracedojo demo`'s
+    created_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+
+
 class Round(Base):
     """One live interview round: its instance (contract 1), the candidate's link, and the
     state its event log has built so far (narration, marks, runs, phase)."""
@@ -134,6 +156,10 @@ class Round(Base):
     question_id: Mapped[int | None] = mapped_column(ForeignKey("questions.id", ondelete="SET NULL"), nullable=True)
     created_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"), nullable=True)
     candidate_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    candidate_id: Mapped[int | None] = mapped_column(ForeignKey("candidates.id", ondelete="SET NULL"),
+                                                     nullable=True, index=True)
+    # in the gold set: scored by several raters on purpose, the agreement figures' base
+    gold: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     scenario: Mapped[str] = mapped_column(String(64))
     version: Mapped[int] = mapped_column(Integer)
     seed: Mapped[str] = mapped_column(String(32))  # never reaches the candidate
@@ -189,3 +215,34 @@ class Scorecard(Base):
     notes: Mapped[str] = mapped_column(Text, default="")
     submitted_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+
+
+class Anchor(Base):
+    """A round a reviewer holds up as what `level` looks like for `criterion` on this
+    scenario: the rubric in the console and on review pages links it as an example."""
+
+    __tablename__ = "anchors"
+    __table_args__ = (UniqueConstraint("round_id", "criterion"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), index=True)
+    round_id: Mapped[int] = mapped_column(ForeignKey("rounds.id", ondelete="CASCADE"), index=True)
+    scenario: Mapped[str] = mapped_column(String(64))  # the round's, so a rubric finds its anchors by one index
+    criterion: Mapped[str] = mapped_column(String(32))
+    level: Mapped[int] = mapped_column(Integer)  # 1-4
+    note: Mapped[str] = mapped_column(Text, default="")
+    created_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
+
+
+class RoundPractice(Base):
+    """A practice attempt the candidate chose to show the team of a round: attached from
+    the round's page by the browser that made it, and only what existed at that moment."""
+
+    __tablename__ = "round_practice"
+    __table_args__ = (UniqueConstraint("round_id", "attempt_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    round_id: Mapped[int] = mapped_column(ForeignKey("rounds.id", ondelete="CASCADE"), index=True)
+    attempt_id: Mapped[int] = mapped_column(ForeignKey("attempts.id", ondelete="CASCADE"))
+    attached_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=now)
