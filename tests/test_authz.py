@@ -62,6 +62,7 @@ STAFF_PAGE = policy(     LOGIN,    LOGIN,    OK,   OK,   OK,   OK)
 RUN = policy(            401,      401,      OK,   OK,   403,  OK)  # interviewers and admins, in their own team
 RUN_A = policy(          401,      401,      OK,   404,  403,  OK)  # team A's runners; team B cannot tell it exists
 RUN_A_PAGE = policy(     LOGIN,    LOGIN,    OK,   404,  403,  OK)
+SCORE_A = policy(        401,      401,      OK,   404,  OK,   OK)  # team A's raters: runners and reviewers
 ADMIN_A = policy(        401,      401,      403,  403,  403,  OK)  # team A's admins (a team not yours: 403,
 ADMIN_A_PAGE = policy(   LOGIN,    LOGIN,    403,  403,  403,  OK)  # the same answer as for no such team)
 
@@ -124,7 +125,9 @@ TABLE: dict[str, dict] = {
     "GET /rounds/{rid}/parts/{part}": RUN_A,
     "POST /api/rounds/{rid}/hints": RUN_A, "POST /api/rounds/{rid}/notes": RUN_A,
     "POST /api/rounds/{rid}/phase": RUN_A, "POST /api/rounds/{rid}/lock": RUN_A,
-    "POST /api/rounds/{rid}/end": RUN_A, "PUT /api/rounds/{rid}/scorecard": RUN_A,
+    "POST /api/rounds/{rid}/end": RUN_A,
+    # A scorecard on an ended round: anyone who rates for team A (reviewers from the replay).
+    "PUT /api/rounds/{rid}/scorecard": SCORE_A,
 
     # The candidate's side: the link's token is the credential, whoever's browser holds it
     # (staff who open the link see what the candidate sees, nothing more).

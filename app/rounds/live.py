@@ -39,6 +39,7 @@ from app.scoring.marks import score_marks
 from app.scoring.score import LABELS, MAX_CHARS, NarrationError, check_text, score
 
 RUNNERS = ("admin", "interviewer")  # who may create, watch and steer a round
+SCORERS = ("admin", "interviewer", "reviewer")  # who may put a scorecard on an ended round
 ACTORS = ("candidate", "interviewer", "system")
 # What the candidate's own stream carries: what the interviewer pushes to them.
 TO_CANDIDATE = frozenset({"hint", "phase", "lock", "end"})
@@ -543,8 +544,9 @@ def end(store: Store, staff: Staff, public_id: str) -> dict:
 
 def put_scorecard(store: Store, staff: Staff, public_id: str, criteria: dict[str, int], recommendation: int,
                   notes: str = "") -> dict:
-    """This interviewer's scorecard, after the end; sent again, it replaces their own."""
-    r = for_staff(store, staff, public_id, RUNNERS)
+    """This rater's scorecard, after the end (an interviewer on the console, a reviewer
+    from the replay); sent again, it replaces their own."""
+    r = for_staff(store, staff, public_id, SCORERS)
     missing = [c for c in CRITERIA if c not in criteria]
     extra = [c for c in criteria if c not in CRITERIA]
     if missing or extra:
