@@ -63,6 +63,15 @@ RUN = policy(            401,      401,      OK,   OK,   403,  OK)  # interviewe
 RUN_A = policy(          401,      401,      OK,   404,  403,  OK)  # team A's runners; team B cannot tell it exists
 RUN_A_PAGE = policy(     LOGIN,    LOGIN,    OK,   404,  403,  OK)
 SCORE_A = policy(        401,      401,      OK,   404,  OK,   OK)  # team A's raters: runners and reviewers
+# Review: R1 is still running, so a reviewer is told to wait for its end (409); its
+# interviewer and the team's admins review it as it goes; team B cannot tell it exists.
+REVIEW_LIVE_A = policy(  401,      401,      OK,   404,  409,  OK)
+REVIEW_LIVE_A_PAGE = policy(LOGIN, LOGIN,    OK,   404,  409,  OK)
+MEMBER_A = policy(       401,      401,      OK,   404,  OK,   OK)  # any member of team A (a candidate record)
+MEMBER_A_PAGE = policy(  LOGIN,    LOGIN,    OK,   404,  OK,   OK)
+CURATE_A = policy(       401,      401,      403,  404,  OK,   OK)  # team A's reviewers and admins (gold, anchors)
+COMPARE_A = policy(      401,      401,      403,  404,  OK,   OK)
+COMPARE_A_PAGE = policy( LOGIN,    LOGIN,    403,  404,  OK,   OK)
 ADMIN_A = policy(        401,      401,      403,  403,  403,  OK)  # team A's admins (a team not yours: 403,
 ADMIN_A_PAGE = policy(   LOGIN,    LOGIN,    403,  403,  403,  OK)  # the same answer as for no such team)
 
@@ -129,6 +138,22 @@ TABLE: dict[str, dict] = {
     # A scorecard on an ended round: anyone who rates for team A (reviewers from the replay).
     "PUT /api/rounds/{rid}/scorecard": SCORE_A,
 
+    # Review of R1 (app/review/access.py): its interviewer and team A's admins; reviewers once it ends.
+    "GET /rounds/{rid}/review.json": REVIEW_LIVE_A, "GET /rounds/{rid}/review": REVIEW_LIVE_A_PAGE,
+    "GET /rounds/{rid}/review/timeline.bin": REVIEW_LIVE_A, "GET /rounds/{rid}/review/slices/{src}": REVIEW_LIVE_A,
+    "GET /rounds/{rid}/review/tools/{tool_id}": REVIEW_LIVE_A,
+    "GET /rounds/{rid}/review/parts/scorecards": REVIEW_LIVE_A,
+    # The gold set and anchors, on the ended round: team A's reviewers and admins.
+    "POST /api/rounds/{rid}/gold": CURATE_A, "PUT /api/rounds/{rid}/anchors/{criterion}": CURATE_A,
+    "DELETE /api/rounds/{rid}/anchors/{criterion}": CURATE_A,
+    # Candidates: any staff member lists their own teams'; R1's candidate is team A's.
+    "GET /candidates.json": STAFF, "GET /candidates": STAFF_PAGE,
+    "GET /candidates/{code}.json": MEMBER_A, "GET /candidates/{code}": MEMBER_A_PAGE,
+    # Candidates side by side on team A's question: its reviewers and admins.
+    "GET /compare.json": COMPARE_A, "GET /compare": COMPARE_A_PAGE,
+    # The team's blind rule for scorecards: its admins.
+    "PUT /api/teams/{slug}/scorecard-visibility": ADMIN_A,
+
     # The candidate's side: the link's token is the credential, whoever's browser holds it
     # (staff who open the link see what the candidate sees, nothing more).
     "GET /r/{token}.json": LINK, "GET /r/{token}": LINK, "GET /r/{token}/events": LINK,
@@ -178,6 +203,9 @@ BODIES = {
     "POST /api/rounds/{rid}/phase": {"json": {"phase": "reading"}},
     "POST /api/rounds/{rid}/lock": {"json": {"locked": True}},
     "PUT /api/rounds/{rid}/scorecard": {"json": {"criteria": {c: 3 for c in live.CRITERIA}, "recommendation": 3}},
+    "POST /api/rounds/{rid}/gold": {"json": {"gold": True}},
+    "PUT /api/rounds/{rid}/anchors/{criterion}": {"json": {"level": 3, "note": "names the gap with its size"}},
+    "PUT /api/teams/{slug}/scorecard-visibility": {"json": {"rule": "after_own"}},
     "PUT /api/r/{token}/narration": {"json": {"narration": "One step is"}},
     "POST /api/r/{token}/narration-beacon": {"content": "One step is 6", "headers": {"content-type": "text/plain"}},
     "PUT /api/r/{token}/marks": {"json": {"step": {"start_us": 1, "end_us": 2}}},
@@ -265,6 +293,7 @@ def world(tmp_path_factory):
         w = World(app, clients)
         w.bare = bare
         w.r1, w.r1_token = w.new_round(scenario="ddp", seed="secret", candidate_name="Ada")
+        w.code = clients[IV_A].get(f"/rounds/{w.r1}/review.json").json()["candidate"]["code"]
         w.r2, w.r2_token = w.new_round(scenario="dataloader", seed="canonical")  # the candidate never holds this
         w.ended = w.ended_round()
         w.qid = w.new_question()
@@ -285,10 +314,10 @@ def _request(w: World, key: str, role: str, **override) -> tuple[TestClient, str
     write = method != "GET"
     open_aid, done_aid = w.attempts[role]
     values = {"sid": "ddp", "seed": "0", "src": "0", "tool_id": "nsys-kern-sum", "part": "hints", "slug": "a",
-              "tid": w.tid, "path": "css/site.css", **override}
+              "tid": w.tid, "path": "css/site.css", "criterion": "findings", "code": w.code, **override}
     if "{rid}" in path and "rid" not in values:
-        values["rid"] = (w.ended if path.endswith("/scorecard") else w.new_round(narrated=True)[0] if write
-                         else w.r1)
+        ended = path.endswith(("/scorecard", "/gold")) or "/anchors/" in path  # writes that need an ended round
+        values["rid"] = (w.ended if ended else w.new_round(narrated=True)[0] if write else w.r1)
     if "{token}" in path and "token" not in values:
         if path.startswith("/invite/"):
             values["token"] = w.new_invite() if write else w.invite
@@ -305,7 +334,10 @@ def _request(w: World, key: str, role: str, **override) -> tuple[TestClient, str
     if role == ANON and "{aid}" not in path:
         client = w.bare
         client.cookies.clear()
-    return client, method, path.format(**values), body
+    url = path.format(**values)
+    if path in ("/compare", "/compare.json"):
+        url += f"?question={values.get('qid', w.qid)}"
+    return client, method, url, body
 
 
 def outcome(r) -> str | int:
@@ -351,7 +383,8 @@ def test_every_route_with_every_role(world, role):
             wrong.append(f"{key} as {role}: expected {want}, got {got} ({r.status_code} {detail})")
             continue
         if want == LOGIN:
-            assert parse_qs(urlsplit(r.headers["location"]).query)["next"] == [urlsplit(url).path], (key, r.headers)
+            back = urlsplit(url).path + (f"?{urlsplit(url).query}" if urlsplit(url).query else "")
+            assert parse_qs(urlsplit(r.headers["location"]).query)["next"] == [back], (key, r.headers)
         if key in STREAMS and want == OK:
             assert r.headers["content-type"].startswith("text/event-stream"), (key, role, r.headers)
     assert not wrong, f"{len(wrong)} cells differ from the table:\n" + "\n".join(wrong)

@@ -31,8 +31,8 @@ import scenarios
 from app import instances
 from app.accounts import AccessDenied, Staff
 from app.db.base import Store
-from app.db.staff import Question, Round, RoundEvent, Scorecard
-from app.rounds import guide, questions
+from app.db.staff import Candidate, Question, Round, RoundEvent, Scorecard
+from app.rounds import candidates, guide, questions
 from app.rounds.wakeup import HUB, notify_sql
 from app.scenario import Instance, InstanceError
 from app.scoring.marks import score_marks
@@ -107,8 +107,12 @@ def team_for(staff: Staff, team_id: int | None) -> int:
 
 def create(store: Store, staff: Staff, *, scenario: str | None = None, seed: str | int | None = None,
            params: dict[str, str] | None = None, question_id: int | None = None, team_id: int | None = None,
-           candidate_name: str | None = None, link_hours: float = 72.0) -> tuple[Round, str]:
-    """A new round and its candidate token (returned once; the database keeps its hash)."""
+           candidate_name: str | None = None, candidate_code: str | None = None,
+           link_hours: float = 72.0) -> tuple[Round, str]:
+    """A new round and its candidate token (returned once; the database keeps its hash).
+    The round is for the team's candidate `candidate_code`, else for a new candidate
+    record (named `candidate_name`, if given): every round has one, so review can show
+    its pseudonym and find the person's other rounds."""
     time_plan: list[dict] | None = None
     if question_id is not None:
         q: Question = questions.get(store, staff, question_id)
@@ -138,6 +142,15 @@ def create(store: Store, staff: Staff, *, scenario: str | None = None, seed: str
               created_at=now())
     instance_of(r)  # validates the params and builds the instance outside the write lock
     with store.write() as db:
+        if candidate_code:
+            c = db.scalar(select(Candidate).where(Candidate.team_id == team_id,
+                                                  Candidate.code == candidate_code.strip().upper()[:8]))
+            if c is None:
+                raise candidates.NoCandidate(f"no candidate {instances.clip(candidate_code, 8)!r} in this team")
+            r.candidate_name = r.candidate_name or c.name
+        else:
+            c = candidates.create(db, team_id, name, created_by=staff.user_id)
+        r.candidate_id = c.id
         db.add(r)
         db.flush()
         ev = _append(db, r, "system", "created", {"by": staff.email, "phase": "waiting"})

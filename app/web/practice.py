@@ -15,6 +15,7 @@ from fastapi.responses import RedirectResponse
 
 import scenarios
 from app import practice
+from app.scoring import evidence
 from app.scoring.score import LABELS, MAX_CHARS
 from app.web import instances as served
 from app.web.deps import Owner, StoreDep
@@ -112,28 +113,11 @@ def round_tool(aid: str, tool_id: str, request: Request, store: StoreDep, who: O
 
 # -- the report ----------------------------------------------------------------------------
 
-def highlight(text: str, report: dict) -> list[dict]:
-    """The narration cut into runs of plain text and evidence, each evidence run tagged with
-    the criteria it earned (for the report's highlighting)."""
-    marks: list[tuple[int, int, str, str]] = []
-    for c in report["criteria"]:
-        for e in c["evidence"]:
-            if e["end"] > e["start"]:
-                marks.append((e["start"], e["end"], c["id"], e.get("reason", "")))
-    cuts = sorted({0, len(text), *[m[0] for m in marks], *[m[1] for m in marks]})
-    out = []
-    for a, b in zip(cuts, cuts[1:]):
-        over = [m for m in marks if m[0] <= a and b <= m[1]]
-        out.append({"text": text[a:b], "criteria": sorted({m[2] for m in over}),
-                    "why": "; ".join(dict.fromkeys(m[3] for m in over))})
-    return out
-
-
 def _report(a) -> dict:
     inst = practice.instance_of(a)
     key = inst.key
     return {"attempt": practice.public(a), "report": a.report, "labels": LABELS,
-            "segments": highlight(a.narration, a.report), "traps": key["traps"],
+            "segments": evidence.segments(a.narration, a.report), "traps": key["traps"],
             "arithmetic": key["expected"].get("arithmetic", ""), "confirmation": key["confirmation"],
             "decisive": key["decisive_measurement"], "discipline": key["discipline"],
             "scenario": {"id": a.scenario, "title": inst.scenario.title}, "t0_marks": key["marks"]}

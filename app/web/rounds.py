@@ -19,7 +19,8 @@ from starlette.concurrency import run_in_threadpool
 
 import scenarios
 from app.config import get_settings
-from app.rounds import live, questions
+from app.review import access, anchors, view as review_view
+from app.rounds import candidates, live, questions
 from app.web import forms, instances as served, sse
 from app.web.deps import StaffDep, StaffPage, StoreDep
 from app.web.templates import templates
@@ -37,10 +38,30 @@ def links(r, token: str | None = None) -> dict:
 
 # -- the rounds list and new rounds ----------------------------------------------------------
 
+def _rounds(store, staff, rows) -> list[dict]:
+    """Rounds as this person may see them: the candidate by pseudonym unless they run
+    rounds in that team, the console only for those who do."""
+    cands = candidates.by_ids(store, [r.candidate_id for r in rows if r.candidate_id])
+    out = []
+    for r in rows:
+        c = cands.get(r.candidate_id)
+        who = candidates.public(c, staff) if c else None
+        runs = staff.is_(r.team_id, *live.RUNNERS)
+        out.append({**live.summary(r), "candidate_name": r.candidate_name if runs else None,
+                    "candidate": who["display"] if who else (r.candidate_name if runs else None) or "—",
+                    "candidate_url": who["url"] if who else None, "gold": r.gold, "team_id": r.team_id,
+                    "console_url": f"/rounds/{r.public_id}" if runs else None,
+                    # a review link where it opens (access.for_review has the whole rule: an
+                    # interviewer who only scored or took notes finds it from the console)
+                    "review_url": f"/rounds/{r.public_id}/review" if staff.is_(r.team_id, "admin") or (
+                        staff.is_(r.team_id, "reviewer") and r.ended_at) or r.created_by == staff.user_id else None})
+    return out
+
+
 def _listing(store, staff) -> dict:
     teams = [{"id": tid, "slug": staff.teams.get(tid), "role": role} for tid, role in staff.roles.items()]
     return {"me": {"email": staff.email, "teams": teams},
-            "rounds": [live.summary(r) for r in live.listing(store, staff)],
+            "rounds": _rounds(store, staff, live.listing(store, staff)),
             "scenarios": [{"id": s.id, "title": s.title} for s in scenarios.REGISTRY.values()],
             "runs_rounds": any(role in live.RUNNERS for role in staff.roles.values())}
 
@@ -62,8 +83,9 @@ class NewRound(BaseModel):
     question_id: int | None = None
     team: str | None = Field(default=None, max_length=64, description="team slug, if you run rounds in several")
     candidate_name: str | None = Field(default=None, max_length=200)
+    candidate: str | None = Field(default=None, max_length=8, description="an existing candidate's code (7F3A)")
 
-    @field_validator("seed", "question_id", "scenario", "team", "candidate_name", mode="before")
+    @field_validator("seed", "question_id", "scenario", "team", "candidate_name", "candidate", mode="before")
     @classmethod
     def _blank(cls, v):  # a form's empty field is "not given"
         return None if v == "" else v
@@ -83,6 +105,7 @@ def _create(store, staff, body: NewRound):
             raise live.NoRound(f"you are not in a team {body.team[:64]!r}")
     return live.create(store, staff, scenario=body.scenario, seed=body.seed, params=body.params,
                        question_id=body.question_id, team_id=team_id, candidate_name=body.candidate_name,
+                       candidate_code=body.candidate,
                        link_hours=get_settings().candidate_link_hours)
 
 
@@ -204,7 +227,9 @@ def _urls(r) -> served.Urls:
 
 def _console(store, staff, rid: str, whole_log: bool = False) -> tuple:
     r = live.for_staff(store, staff, rid, live.RUNNERS)
-    return r, live.console_view(store, staff, r, whole_log)
+    view = live.console_view(store, staff, r, whole_log)
+    view["rubric"] = anchors.anchored(view["rubric"], anchors.for_scenario(store, r.team_id, r.scenario))
+    return r, view
 
 
 @router.get("/rounds/{rid}.json")
@@ -334,11 +359,20 @@ class ScorecardBody(BaseModel):
 
 
 @router.put("/api/rounds/{rid}/scorecard")
-async def put_scorecard(rid: str, request: Request, store: StoreDep, staff: StaffDep):
+async def put_scorecard(rid: str, request: Request, store: StoreDep, staff: StaffDep, part: str = "console"):
+    """A rater's scorecard; htmx gets back the fragment it came from (`part`: the
+    console's scorecard, or the review page's scorecards, which may now show the others')."""
     body = await forms.parse(request, ScorecardBody)
     out = await run_in_threadpool(live.put_scorecard, store, staff, rid, body.criteria, body.recommendation,
                                   body.notes)
+    if part == "review" and forms.wants_fragment(request):
+        return await run_in_threadpool(_review_part, request, store, staff, rid)
     return await run_in_threadpool(_answer, request, store, staff, rid, out, "_console_scorecard.html")
+
+
+def _review_part(request: Request, store, staff, rid: str):
+    r = access.for_review(store, staff, rid)
+    return templates.TemplateResponse(request, "_review_scorecards.html", {"v": review_view.review(store, staff, r)})
 
 
 PARTS = {"controls": "_console_controls.html", "hints": "_console_hints.html", "notes": "_console_notes.html",
