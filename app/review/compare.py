@@ -9,6 +9,8 @@ from statistics import fmean
 
 from sqlalchemy import func, select
 
+import scenarios
+
 from app.accounts import Staff
 from app.db.base import Store
 from app.db.staff import Candidate, Question, Round, RoundEvent
@@ -35,7 +37,7 @@ def side_by_side(store: Store, staff: Staff, *, question_id: int | None = None, 
             team_id = next(iter(staff.roles))
         if staff.role(team_id) is None:
             raise live.NoRound("no such team among yours")
-        where, title = Round.scenario == scenario, scenario
+        where, title = Round.scenario == scenario, scenarios.get(scenario).title
     with store.read() as db:
         rows = db.execute(select(Round, Candidate).outerjoin(Candidate, Candidate.id == Round.candidate_id)
                           .where(where, Round.team_id == team_id, Round.ended_at.is_not(None))

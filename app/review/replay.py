@@ -77,14 +77,21 @@ def narration_at(events: list[dict], at: str | datetime | None = None) -> str:
 
 
 def axis(events: list[dict]) -> dict:
-    """The replay's time axis: where it starts and ends, each event's offset on it (ms),
-    and the idle stretches play skips."""
+    """The replay's time axis: from the candidate opening the link (the round's first
+    event if they never did) to its end (its last event if it has not ended), each event's
+    offset on it (ms), and the idle stretches play skips. Events before the start (the
+    round's creation, maybe a day before) sit at 0 and events after the end (scorecards,
+    a note written up later) at the end: the axis is the round as it was played, not a
+    week of review after it."""
     if not events:
         return {"start": None, "end": None, "duration_ms": 0, "offsets_ms": [], "idle": [], "idle_skip_s": IDLE_SKIP_S}
-    t0 = parse_time(events[0]["at"])
-    offsets = [round((parse_time(e["at"]) - t0).total_seconds() * 1000.0, 1) for e in events]
+    times = [parse_time(e["at"]) for e in events]
+    t0 = next((t for e, t in zip(events, times) if e["kind"] == "opened"), times[0])
+    t1 = next((t for e, t in zip(events, times) if e["kind"] == "end"), times[-1])
+    span_ms = max(0.0, (t1 - t0).total_seconds() * 1000.0)
+    offsets = [round(min(max((t - t0).total_seconds() * 1000.0, 0.0), span_ms), 1) for t in times]
     idle = [[a, b] for a, b in zip(offsets, offsets[1:]) if b - a > IDLE_SKIP_S * 1000.0]
-    return {"start": t0.isoformat(), "end": parse_time(events[-1]["at"]).isoformat(), "duration_ms": offsets[-1],
+    return {"start": t0.isoformat(), "end": t1.isoformat(), "duration_ms": round(span_ms, 1),
             "offsets_ms": offsets, "idle": idle, "idle_skip_s": IDLE_SKIP_S}
 
 
