@@ -378,7 +378,7 @@ def invite_info(store: Store, token: str) -> dict:
         inv = _open_invite(db, token)
         team = db.get(Team, inv.team_id)
         has_account = db.scalar(select(User.id).where(User.email == inv.email)) is not None
-    return {"team": {"slug": team.slug, "name": team.name}, "email": inv.email, "role": inv.role,
+    return {"team": {"slug": team.slug, "name": team.name, "scorecard_visibility": team.scorecard_visibility}, "email": inv.email, "role": inv.role,
             "expires_at": _utc(inv.expires_at).isoformat(), "has_account": has_account}
 
 
@@ -441,7 +441,7 @@ def members(store: Store, team_id: int) -> dict:
                            .outerjoin(creator, creator.c.id == Invite.created_by)
                            .where(Invite.team_id == team_id, Invite.used_at.is_(None), Invite.expires_at > t)
                            .order_by(Invite.created_at.desc())).all()
-    return {"team": {"slug": team.slug, "name": team.name},
+    return {"team": {"slug": team.slug, "name": team.name, "scorecard_visibility": team.scorecard_visibility},
             "members": [{"email": p.email, "role": p.role, "since": _utc(p.created_at).isoformat(),
                          "disabled": p.disabled_at is not None} for p in people],
             "invites": [{"email": i.email, "role": i.role, "created_at": _utc(i.created_at).isoformat(),

@@ -6,7 +6,10 @@ exports have their own routers."""
 
 from __future__ import annotations
 
+import html
+
 from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
@@ -140,7 +143,9 @@ def _candidate(store, staff, code: str) -> dict:
     rounds = []
     for r in candidates.rounds_of(store, c):
         cards = view.scorecards_for(store, staff, r)
-        rounds.append({**live.summary(r), "review_url": f"/rounds/{r.public_id}/review", "question_id": r.question_id,
+        named = staff.is_(r.team_id, *candidates.NAME_ROLES)
+        rounds.append({**live.summary(r), "candidate_name": r.candidate_name if named else None,
+                       "review_url": f"/rounds/{r.public_id}/review", "question_id": r.question_id,
                        "auto_total": (r.auto_report or {}).get("total") if cards["auto_visible"] else None,
                        "gold": r.gold})
     return {"candidate": candidates.public(c, staff), "rounds": rounds}
@@ -197,4 +202,6 @@ async def put_visibility(slug: str, request: Request, store: StoreDep, staff: St
     if team_id is None:
         raise AccessDenied(f"you are not an admin of a team {slug[:64]!r}")
     rule = await run_in_threadpool(access.set_visibility, store, staff, team_id, body.rule)
+    if forms.wants_fragment(request):
+        return HTMLResponse(f"saved: {html.escape(rule.replace('_', ' '))}")
     return {"team": slug.lower(), "scorecard_visibility": rule}
