@@ -40,6 +40,7 @@ def error(status: int, message: str, headers: dict | None = None) -> JSONRespons
 # Domain errors and the status each one means, most specific first.
 STATUS = [
     (practice.NoAttempt, 404), (instances.UnknownScenario, 404), (practice.AttemptClosed, 409),
+    (practice.NotSubmitted, 409),
     (live.NoRound, 404), (questions.NoQuestion, 404), (live.RoundClosed, 409), (live.LinkExpired, 410),
     (NarrationTooLong, 413), (NarrationError, 400), (InstanceError, 400),
     *accounts_pages.STATUS,
