@@ -22,7 +22,7 @@ from app.scenario import InstanceError
 from app.scoring.score import NarrationError, NarrationTooLong
 from app.rounds import live, questions, wakeup
 from app.web import accounts as accounts_pages
-from app.web import attempts, candidate, explorer, practice as practice_pages, rounds, traces
+from app.web import attempts, candidate, explorer, practice as practice_pages, round_practice, rounds, traces
 from app.web.deps import SignInFirst, store
 from app.web.security import SecurityMiddleware
 
@@ -70,6 +70,7 @@ def create_app(migrate: bool = True) -> FastAPI:
     # routes are matched in order (no other router has a path under /r/ or /api/r/)
     app.include_router(candidate.router)
     app.include_router(rounds.router)
+    app.include_router(round_practice.router)
     app.include_router(explorer.router)
     app.include_router(traces.router)
     app.include_router(attempts.router)
