@@ -10,8 +10,9 @@ The public id names the attempt for one indexed lookup and opens nothing by itse
 other route of an attempt also wants its owner's identity cookie.
 
 Whoever holds the link reads the report (`shown`): the score, the evidence in the owner's
-words, the model answer, what was missed, the instance (public once submitted). Never
-the owner's identity, nor the attempt's own id, nor the link itself.
+words, the model answer, what was missed, the instance (public once submitted). Never the
+owner's identity (the browser's cookie id) nor the owner's own fields (the link's state,
+when the attempt was made); the attempt's public id is in the link the reader already has.
 """
 
 from __future__ import annotations

@@ -340,3 +340,46 @@ def test_an_expired_or_wrong_link_attaches_nothing(app, staff, store):
         assert one_line(getattr(cand, method)(f"/api/r/{token[:-2]}xx/practice", **kw), 404)
     with pytest.raises(consent.live.NoRound):
         consent.attach(store, "y" * 200, "someone", [aid])
+
+
+def test_the_domain_on_both_databases(database_url):
+    """Share, open, revoke; attach, list for review, withdraw: the same on SQLite and
+    PostgreSQL (row locks, IN lists, deletes), straight through the domain."""
+    from app.db.base import upgrade_to_head
+    from app.practice import NoAttempt, NotSubmitted, create, submit
+    from app.review.access import NotYet
+    from app.rounds import live
+    from tests.test_rounds import staff_in
+
+    upgrade_to_head(database_url)
+    store = store_for(database_url)
+    iv, rv = staff_in(store, "iv@x.org", "interviewer"), staff_in(store, "rv@x.org", "reviewer")
+    mine, theirs = create(store, "me", "ddp", "0"), create(store, "them", "ddp", "0")
+    with pytest.raises(NotSubmitted):
+        sharing.share(store, "me", mine.public_id)
+    submit(store, "me", mine.public_id, READ)
+    submit(store, "them", theirs.public_id, READ)
+    first = sharing.token(sharing.share(store, "me", mine.public_id))
+    second = sharing.token(sharing.share(store, "me", mine.public_id))
+    assert sharing.opened(store, second).id == mine.id
+    with pytest.raises(sharing.NotShared):
+        sharing.opened(store, first)
+    sharing.revoke(store, "me", mine.public_id)
+    with pytest.raises(sharing.NotShared):
+        sharing.opened(store, second)
+
+    r, token = live.create(store, iv, scenario="ddp", seed="canonical")
+    with pytest.raises(NoAttempt):
+        consent.attach(store, token, "me", [mine.public_id, theirs.public_id])
+    assert consent.attach(store, token, "me", [mine.public_id])["count"] == 1
+    assert consent.attach(store, token, "them", [theirs.public_id])["count"] == 2
+    assert consent.listing(store, token, "me")["attached_elsewhere"] == 1
+    assert [a["id"] for a in attached.attached(store, r)] == [mine.public_id, theirs.public_id]
+    with pytest.raises(NotYet):
+        attached.attached_attempt(store, rv, r.public_id, mine.public_id)
+    assert attached.attached_attempt(store, iv, r.public_id, mine.public_id)[1].id == mine.id
+    assert consent.withdraw(store, token)["count"] == 0 and attached.attached(store, r) == []
+    with pytest.raises(NoAttempt):
+        attached.attached_attempt(store, iv, r.public_id, mine.public_id)
+    log = [e for e in live.events(store, r.id) if e["kind"] == "practice"]
+    assert [e["data"]["count"] for e in log] == [1, 2, 0] and {e["actor"] for e in log} == {"candidate"}
