@@ -42,6 +42,12 @@ def _key_file(path: Path) -> str:
     return path.read_text().strip()
 
 
+def server_key() -> bytes:
+    """The server's secret key, for other MACs than the cookie's (app/sharing.py): the
+    signer's own copy, so one cache holds it and clearing `_signer` clears both."""
+    return _signer().secret_keys[-1]
+
+
 def new_identity() -> tuple[str, str]:
     """A fresh identity and its signed cookie value."""
     ident = secrets.token_hex(16)

@@ -39,6 +39,11 @@ class AttemptClosed(InstanceError):
     """The attempt was submitted; it takes no more changes (HTTP 409)."""
 
 
+class NotSubmitted(InstanceError):
+    """The attempt is still open: its report (and so a link to it, or showing it to a
+    round's team) comes after submission (HTTP 409)."""
+
+
 class NoAttempt(InstanceError):
     """No such attempt for this owner; another browser's is as absent as a missing one (HTTP 404)."""
 

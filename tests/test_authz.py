@@ -72,13 +72,18 @@ MEMBER_A_PAGE = policy(  LOGIN,    LOGIN,    OK,   404,  OK,   OK)
 CURATE_A = policy(       401,      401,      403,  404,  OK,   OK)  # team A's reviewers and admins (gold, anchors)
 COMPARE_A = policy(      401,      401,      403,  404,  OK,   OK)
 COMPARE_A_PAGE = policy( LOGIN,    LOGIN,    403,  404,  OK,   OK)
+REVIEW_A = policy(       401,      401,      OK,   404,  OK,   OK)  # who may review team A's ended round (its
+REVIEW_A_PAGE = policy(  LOGIN,    LOGIN,    OK,   404,  OK,   OK)  # interviewer, reviewers, admins: for_review)
 ADMIN_A = policy(        401,      401,      403,  403,  403,  OK)  # team A's admins (a team not yours: 403,
 ADMIN_A_PAGE = policy(   LOGIN,    LOGIN,    403,  403,  403,  OK)  # the same answer as for no such team)
 
 # "METHOD path" -> who may. Path parameters are filled per role by `_request` below:
-# {rid} = R1 (team A's live round; the ended round for a scorecard; a fresh one for other
-# writes), {token} = R1's candidate token (a fresh round's for writes) or an open invite's,
-# {aid} = the role's own practice attempt, {slug} = team A, {qid} = a team A question,
+# {rid} = R1 (team A's live round; the ended round for a scorecard; an ended round with the
+# candidate's practice attached for its practice pages; a fresh one for other writes),
+# {token} = R1's candidate token (a fresh round's for writes), an open invite's or a shared
+# report's link, {aid} = the role's own practice attempt (its submitted one for a report; a
+# fresh submitted one to share; under a round, the attempt the candidate attached),
+# {slug} = team A, {qid} = a team A question,
 # {sid}/{seed} = ddp/0, {src} = 0, {tool_id} = nsys-kern-sum, {part} = hints, {tid} = an upload.
 TABLE: dict[str, dict] = {
     # The site's public face and the open explorer: public seeds, their keys public by design.
@@ -109,6 +114,12 @@ TABLE: dict[str, dict] = {
     "PUT /api/attempts/{aid}/narration": OPEN, "POST /api/attempts/{aid}/narration-beacon": OPEN,
     "PUT /api/attempts/{aid}/marks": OPEN, "POST /api/attempts/{aid}/runs": OPEN,
     "POST /api/attempts/{aid}/submit": OPEN,
+    # Sharing a report: its owner's browser only, like every route of an attempt.
+    "POST /api/attempts/{aid}/share": OPEN, "DELETE /api/attempts/{aid}/share": OPEN,
+    # A shared report: whoever holds its link (the link is the credential, as for LINK rows).
+    # OPEN, not LINK: a practice report names its own case and key by design, and the walks
+    # below look for R1's key, which a report of the same case on another seed partly shares.
+    "GET /shared/{token}.json": OPEN, "GET /shared/{token}": OPEN,
 
     # Signing in and out: open to all.
     "GET /login": OPEN, "GET /login.json": OPEN, "POST /login": OPEN, "POST /logout": OPEN,
@@ -135,6 +146,8 @@ TABLE: dict[str, dict] = {
     "POST /api/rounds/{rid}/hints": RUN_A, "POST /api/rounds/{rid}/notes": RUN_A,
     "POST /api/rounds/{rid}/phase": RUN_A, "POST /api/rounds/{rid}/lock": RUN_A,
     "POST /api/rounds/{rid}/end": RUN_A,
+    # A practice report the candidate attached to the round: whoever may review the round.
+    "GET /rounds/{rid}/practice/{aid}.json": REVIEW_A, "GET /rounds/{rid}/practice/{aid}": REVIEW_A_PAGE,
     # A scorecard on an ended round: anyone who rates for team A (reviewers from the replay).
     "PUT /api/rounds/{rid}/scorecard": SCORE_A,
 
@@ -162,6 +175,9 @@ TABLE: dict[str, dict] = {
     "PUT /api/r/{token}/narration": LINK, "POST /api/r/{token}/narration-beacon": LINK,
     "PUT /api/r/{token}/marks": LINK, "POST /api/r/{token}/runs": LINK, "POST /api/r/{token}/events": LINK,
     "POST /api/r/{token}/submit": LINK,
+    # The candidate's practice history shown to the round's team: the link's holder, with
+    # their own browser's attempts (test_practice_share.py: another browser's are refused).
+    "GET /api/r/{token}/practice": LINK, "PUT /api/r/{token}/practice": LINK, "DELETE /api/r/{token}/practice": LINK,
 }
 
 PW = "correct horse battery"
@@ -211,6 +227,7 @@ BODIES = {
     "PUT /api/r/{token}/marks": {"json": {"step": {"start_us": 1, "end_us": 2}}},
     "POST /api/r/{token}/runs": {"json": {"tool": "nsys-kern-sum"}},
     "POST /api/r/{token}/events": {"json": {"kind": "viewport", "start_ns": 0, "end_ns": 1000}},
+    "PUT /api/r/{token}/practice": {"json": {"attempt_ids": []}},
 }
 
 
@@ -268,14 +285,36 @@ class World:
         assert r.status_code == 201, r.text
         return r.json()["invite_url"].rsplit("/", 1)[1]
 
-    def new_attempt(self, role: str, submitted: bool = False) -> str:
+    def new_attempt(self, role: str, submitted: bool = False, scenario: str = "ddp") -> str:
         c = self.clients[role]
-        r = c.post("/api/attempts", json={"scenario": "ddp", "seed": "0"})
+        r = c.post("/api/attempts", json={"scenario": scenario, "seed": "0"})
         assert r.status_code == 201, r.text
         aid = r.json()["id"]
         if submitted:
             assert c.post(f"/api/attempts/{aid}/submit", json={"narration": "One step is 620 ms."}).status_code == 200
         return aid
+
+    def round_with_practice(self) -> tuple[str, str]:
+        """An ended round of team A to which the candidate attached a submitted practice
+        attempt: (round id, attempt id). The attempt is not ddp, R1's case: a ddp report
+        holds ddp's seed-independent texts (root cause, fix, trap claims), which the key
+        walk below would take for R1's."""
+        rid, token = self.new_round(narrated=True)
+        aid = self.new_attempt(CAND, submitted=True, scenario="launch-bound")
+        r = self.clients[CAND].put(f"/api/r/{token}/practice", json={"attempt_ids": [aid]})
+        assert r.status_code == 200 and r.json()["count"] == 1, r.text
+        assert self.clients[IV_A].post(f"/api/rounds/{rid}/end").status_code == 200
+        return rid, aid
+
+    def shared_link(self) -> str:
+        """The token of a shared practice report, from a browser of its own (the walk's
+        shares and revokes happen on other attempts)."""
+        c = self.new_client()
+        aid = c.post("/api/attempts", json={"scenario": "ddp", "seed": "0"}).json()["id"]
+        assert c.post(f"/api/attempts/{aid}/submit", json={"narration": "One step is 620 ms."}).status_code == 200
+        r = c.post(f"/api/attempts/{aid}/share")
+        assert r.status_code == 200, r.text
+        return r.json()["url"].removeprefix("/shared/")
 
 
 @pytest.fixture(scope="module")
@@ -299,6 +338,8 @@ def world(tmp_path_factory):
         w.qid = w.new_question()
         w.invite = w.new_invite()
         w.attempts = {role: (w.new_attempt(role), w.new_attempt(role, submitted=True)) for role in ROLES}
+        w.practice_round, w.practice_aid = w.round_with_practice()
+        w.shared = w.shared_link()
         up = clients[ANON].post("/api/traces", files={"trace": ("small.json", SMALL_TRACE, "application/json")})
         assert up.status_code == 200, up.text
         w.tid = up.json()["id"]
@@ -317,14 +358,19 @@ def _request(w: World, key: str, role: str, **override) -> tuple[TestClient, str
               "tid": w.tid, "path": "css/site.css", "criterion": "findings", "code": w.code, **override}
     if "{rid}" in path and "rid" not in values:
         ended = path.endswith(("/scorecard", "/gold")) or "/anchors/" in path  # writes that need an ended round
-        values["rid"] = (w.ended if ended else w.new_round(narrated=True)[0] if write else w.r1)
+        values["rid"] = (w.ended if ended else w.practice_round if "/practice/" in path
+                         else w.new_round(narrated=True)[0] if write else w.r1)
     if "{token}" in path and "token" not in values:
         if path.startswith("/invite/"):
             values["token"] = w.new_invite() if write else w.invite
+        elif path.startswith("/shared/"):
+            values["token"] = w.shared
         else:
             values["token"] = w.new_round()[1] if write else w.r1_token
     if "{aid}" in path and "aid" not in values:
-        values["aid"] = (w.new_attempt(role) if path.endswith("/submit") else
+        values["aid"] = (w.practice_aid if path.startswith("/rounds/") else
+                         w.new_attempt(role) if path.endswith("/submit") else
+                         w.new_attempt(role, submitted=True) if path.endswith("/share") else
                          done_aid if "/report" in path or path.endswith("/next") else open_aid)
     if "{qid}" in path and "qid" not in values:
         values["qid"] = w.new_question()
@@ -503,12 +549,13 @@ def test_a_change_of_role_holds_from_the_next_request(world):
 
 def test_attempts_are_their_browsers_own(world):
     """Every route of a practice attempt, asked by another browser: 404 (an attempt is
-    owned by the browser identity that made it; staff accounts change nothing)."""
+    owned by the browser identity that made it; staff accounts change nothing). Staff
+    reach an attempt only through a round it is attached to (test_practice_share.py)."""
     wrong = []
     for role, other in zip(ROLES, ROLES[1:] + ROLES[:1]):
         theirs_open, theirs_done = world.attempts[other]
-        for key in [k for k in TABLE if "{aid}" in k]:
-            aid = theirs_done if "/report" in key or key.endswith("/next") else theirs_open
+        for key in [k for k in TABLE if "{aid}" in k and "{rid}" not in k]:
+            aid = theirs_done if "/report" in key or key.endswith(("/next", "/share")) else theirs_open
             client, method, url, body = _request(world, key, role, aid=aid)
             r = _call(client, method, url, body)
             if r.status_code != 404:
@@ -577,13 +624,18 @@ def test_nothing_a_browser_refused_the_console_can_fetch_holds_the_key(world, mo
                **{f"trap claim {i}": t["claim"] for i, t in enumerate(key["traps"])},
                **{f"trap reason {i}": t["why_wrong"] for i, t in enumerate(key["traps"])}}
     gets = [k for k in TABLE if k.startswith("GET ") and TABLE[k] is not OPEN]
+    # The candidate's own practice history names the cases that browser practised (here ddp,
+    # R1's case too): its own, not R1's. Only the title is let through, only there; the
+    # stranger, who has no practice, is still held to it on that route.
+    own_history = f"/api/r/{world.r1_token}/practice"
     leaks = []
     for role in (CAND, ANON, RV_A, IV_B):
         hidden = {**secrets, "scenario title": scn.title} if role in (CAND, ANON) else secrets
         seen = _fetch_all(world, role, gets, monkeypatch, every_tool=role == CAND)
         assert key["brief"] in seen[f"/r/{world.r1_token}.json"] and "hint" in seen[f"/r/{world.r1_token}/events"]
         leaks += [f"{role} {url}: {what}" for url, text in seen.items() for what, s in hidden.items()
-                  if any(form in text for form in _forms(s))]
+                  if any(form in text for form in _forms(s))
+                  and not (role == CAND and url == own_history and what == "scenario title")]
     assert not leaks, "\n".join(leaks)
 
 

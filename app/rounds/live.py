@@ -621,7 +621,7 @@ def candidate_view(store: Store, r: Round) -> dict:
 
 
 # What the console's page and fragments need from the log; the JSON twin has all of it.
-CONSOLE_KINDS = frozenset({"hint", "note", "integrity"})
+CONSOLE_KINDS = frozenset({"hint", "note", "integrity", "practice"})
 
 
 def console_view(store: Store, staff: Staff, r: Round, whole_log: bool = True) -> dict:
@@ -650,6 +650,8 @@ def console_view(store: Store, staff: Staff, r: Round, whole_log: bool = True) -
         "events": log,
         "notes": [e for e in log if e["kind"] == "note"],
         "integrity": [e for e in log if e["kind"] == "integrity"],
+        # the practice history the candidate attached (app/rounds/consent.py), as it now stands
+        "practice": next((e["data"] for e in reversed(log) if e["kind"] == "practice"), None),
         "scorecard": scorecard_json(card, staff.email) if card else None,
         "auto_score": (r.auto_report if card is not None else None),
         "auto_score_hidden": r.auto_report is not None and card is None,

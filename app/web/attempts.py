@@ -1,14 +1,17 @@
 """Practice attempts over HTTP, owned by the signed browser identity cookie. Each write
-is committed by app.practice before the response is built."""
+is committed by app.practice (app.sharing for the report's link) before the response is
+built."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, Field, FiniteFloat
 
-from app import practice
+from app import practice, sharing
 from app.scoring.score import MAX_CHARS
+from app.web import forms
 from app.web.deps import Owner, StoreDep
+from app.web.templates import templates
 
 router = APIRouter()
 
@@ -57,7 +60,7 @@ def my_attempts(store: StoreDep, who: Owner):
 @router.get("/api/attempts/{aid}")
 def get_attempt(aid: str, store: StoreDep, who: Owner):
     a = practice.get(store, who, aid)
-    return {**practice.public(a), "saves": practice.saves(store, who, aid)}
+    return {**practice.public(a), **sharing.state(a), "saves": practice.saves(store, who, aid)}
 
 
 @router.put("/api/attempts/{aid}/narration")
@@ -96,3 +99,26 @@ def submit(aid: str, store: StoreDep, who: Owner, body: Submission | None = None
     body = body or Submission()
     a, report = practice.submit(store, who, aid, body.narration, body.timed)
     return {"id": a.public_id, **report}
+
+
+# -- the report's link ---------------------------------------------------------------------
+
+def _shared(request: Request, a):
+    """`{url, shared_at}` for scripts (url: null once revoked); for htmx, the report
+    page's share controls as they now stand."""
+    state = sharing.state(a)
+    if forms.wants_fragment(request):
+        return templates.TemplateResponse(request, "_share.html", {"attempt": {**practice.public(a), **state}})
+    return {"url": state["share_url"], "shared_at": state["shared_at"]}
+
+
+@router.post("/api/attempts/{aid}/share")
+def share(aid: str, request: Request, store: StoreDep, who: Owner):
+    """A link anyone can read the submitted report with; any earlier link stops working."""
+    return _shared(request, sharing.share(store, who, aid))
+
+
+@router.delete("/api/attempts/{aid}/share")
+def unshare(aid: str, request: Request, store: StoreDep, who: Owner):
+    """Every link to the report stops working."""
+    return _shared(request, sharing.revoke(store, who, aid))

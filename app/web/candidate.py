@@ -4,7 +4,10 @@ round's instance under the link's own URLs, the candidate's writes under /api/r/
 and their own event stream (hints, phase, lock, end).
 
 Nothing here names the scenario or the seed, or serves the key, the model answer, the
-traps or a score, before or after the round ends (tests/test_rounds_secrecy.py).
+traps or a score, before or after the round ends (tests/test_rounds_secrecy.py). The one
+list of cases is the candidate's own practice history (/api/r/{token}/practice), which
+the round's page loads after itself: the titles of what that browser practised, with
+their totals, to attach to the round with consent (app/rounds/consent.py).
 """
 
 from __future__ import annotations
@@ -13,14 +16,14 @@ from typing import Annotated, Literal, Union
 
 from fastapi import APIRouter, Body, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, Field, FiniteFloat
+from pydantic import BaseModel, Field, FiniteFloat, field_validator
 from starlette.concurrency import run_in_threadpool
 
-from app.rounds import live
+from app.rounds import consent, live
 from app.scenario import InstanceError
-from app.web import deps, instances as served, sse
+from app.web import deps, forms, instances as served, sse
 from app.web.attempts import Marks, Text
-from app.web.deps import StoreDep
+from app.web.deps import Owner, StoreDep
 from app.web.templates import templates
 
 router = APIRouter()
@@ -198,3 +201,48 @@ async def post_event(token: str, body: CandidateEvent = Body()):
 @router.post("/api/r/{token}/submit")
 def post_submit(token: str, store: StoreDep):
     return live.submit(store, token)
+
+
+# -- the candidate's practice history, shown to the round's team with their consent ------------
+
+PublicId = Annotated[str, Field(min_length=1, max_length=32)]
+
+
+class PracticeChoice(BaseModel):
+    attempt_ids: list[PublicId] = Field(default_factory=list, max_length=consent.MAX_ATTACHED)
+
+    @field_validator("attempt_ids", mode="before")
+    @classmethod
+    def _one_box(cls, v):
+        """A form with one box ticked sends one value, not a list."""
+        return [v] if isinstance(v, str) else v
+
+
+def _practice(request: Request, store, token: str, who: str, result: dict | None = None):
+    """This browser's submitted attempts and which are attached (with the change's result,
+    if any) for scripts; for htmx, the round page's consent panel."""
+    view = consent.listing(store, token, who)
+    if forms.wants_fragment(request):
+        return templates.TemplateResponse(request, "_practice_consent.html",
+                                          {"practice": view, "api": f"/api/r/{token}", "result": result})
+    return {**view, **(result or {})}
+
+
+@router.get("/api/r/{token}/practice")
+def get_practice(token: str, request: Request, store: StoreDep, who: Owner):
+    return _practice(request, store, token, who)
+
+
+@router.put("/api/r/{token}/practice")
+async def put_practice(token: str, request: Request, store: StoreDep, who: Owner):
+    """`{attempt_ids: [...]}`: the attempts of this browser the round's team may read,
+    replacing the ones it attached before (an empty list withdraws them)."""
+    body = await forms.parse(request, PracticeChoice)
+    out = await run_in_threadpool(consent.attach, store, token, who, body.attempt_ids)
+    return await run_in_threadpool(_practice, request, store, token, who, out)
+
+
+@router.delete("/api/r/{token}/practice")
+def delete_practice(token: str, request: Request, store: StoreDep, who: Owner):
+    """Withdraw consent: the round's team no longer reads any attached attempt."""
+    return _practice(request, store, token, who, consent.withdraw(store, token))

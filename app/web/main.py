@@ -22,7 +22,7 @@ from app.scenario import InstanceError
 from app.scoring.score import NarrationError, NarrationTooLong
 from app.rounds import candidates, live, questions, wakeup
 from app.web import accounts as accounts_pages
-from app.web import attempts, candidate, explorer, practice as practice_pages, review, rounds, traces
+from app.web import attempts, candidate, explorer, practice as practice_pages, review, round_practice, rounds, traces
 from app.web.deps import SignInFirst, store
 from app.web.security import SecurityMiddleware
 
@@ -40,7 +40,9 @@ def error(status: int, message: str, headers: dict | None = None) -> JSONRespons
 # Domain errors and the status each one means, most specific first.
 STATUS = [
     (practice.NoAttempt, 404), (instances.UnknownScenario, 404), (practice.AttemptClosed, 409),
-    (live.NoRound, 404), (questions.NoQuestion, 404), (candidates.NoCandidate, 404), (live.RoundClosed, 409), (live.LinkExpired, 410),
+    (practice.NotSubmitted, 409),
+    (live.NoRound, 404), (questions.NoQuestion, 404), (candidates.NoCandidate, 404), (live.RoundClosed, 409),
+    (live.LinkExpired, 410),
     (NarrationTooLong, 413), (NarrationError, 400), (InstanceError, 400),
     *accounts_pages.STATUS,
 ]
@@ -70,6 +72,7 @@ def create_app(migrate: bool = True) -> FastAPI:
     app.include_router(candidate.router)
     app.include_router(rounds.router)
     app.include_router(review.router)
+    app.include_router(round_practice.router)
     app.include_router(explorer.router)
     app.include_router(traces.router)
     app.include_router(attempts.router)

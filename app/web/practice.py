@@ -4,6 +4,9 @@ report, go again with new numbers; and "my attempts". Each page has its JSON twi
 A round reaches its instance only through the attempt's id (/practice/{id}/timeline.bin,
 /slices, /trace.json, /tools): no URL, page or download of a round names its scenario
 or seed before the report.
+
+A submitted report can be shared by its owner (app/sharing.py): /shared/{token} and its
+twin show it read-only to whoever holds the link, on the open explorer's URLs.
 """
 
 from __future__ import annotations
@@ -11,10 +14,10 @@ from __future__ import annotations
 from collections import defaultdict
 
 from fastapi import APIRouter, Form, HTTPException, Request
-from fastapi.responses import RedirectResponse
+from fastapi.responses import JSONResponse, RedirectResponse
 
 import scenarios
-from app import practice
+from app import practice, sharing
 from app.scoring import evidence
 from app.scoring.score import LABELS, MAX_CHARS
 from app.web import instances as served
@@ -113,10 +116,14 @@ def round_tool(aid: str, tool_id: str, request: Request, store: StoreDep, who: O
 
 # -- the report ----------------------------------------------------------------------------
 
-def _report(a) -> dict:
+def _report(a, attempt: dict | None = None) -> dict:
+    """The report's data; `attempt` is the attempt as this reader may see it (default: as
+    its owner does, with the share link)."""
     inst = practice.instance_of(a)
     key = inst.key
-    return {"attempt": practice.public(a), "report": a.report, "labels": LABELS,
+    if attempt is None:
+        attempt = {**practice.public(a), **sharing.state(a)}
+    return {"attempt": attempt, "report": a.report, "labels": LABELS,
             "segments": evidence.segments(a.narration, a.report), "traps": key["traps"],
             "arithmetic": key["expected"].get("arithmetic", ""), "confirmation": key["confirmation"],
             "decisive": key["decisive_measurement"], "discipline": key["discipline"],
@@ -137,7 +144,47 @@ def report_page(aid: str, request: Request, store: StoreDep, who: Owner):
     if a.submitted_at is None:
         return RedirectResponse(f"/practice/{aid}", 303)
     return templates.TemplateResponse(request, "practice_report.html",
-                                      {**served.viewer_context(practice.instance_of(a), _urls(a), None), **_report(a)})
+                                      {**served.viewer_context(practice.instance_of(a), _urls(a), None), **_report(a),
+                                       "mine": True})
+
+
+def read_only(a, *, json_url: str) -> dict:
+    """A submitted report for a reader who is not its owner (a shared link, a round's
+    reviewers): its instance is public once submitted, so the viewer reads the open
+    explorer's URLs, and nothing on the page writes to the attempt or names its owner."""
+    inst = practice.instance_of(a)
+    urls = served.explorer_urls(a.scenario, a.seed, sorted((k, str(v)) for k, v in a.params.items()))
+    return {**served.viewer_context(inst, urls, None), **_report(a, sharing.shown(a)), "mine": False,
+            "json_url": json_url}
+
+
+# -- a report shared by its owner: whoever holds the link reads it ------------------------
+
+# The link is a credential in the URL: no cache keeps the page, no search engine lists it
+# (Referrer-Policy: same-origin already keeps it from other sites' logs).
+SHARED_HEADERS = {"Cache-Control": "private, no-store", "X-Robots-Tag": "noindex"}
+
+
+def _shared(store, token: str):
+    try:
+        return sharing.opened(store, token)
+    except sharing.NotShared as e:
+        raise HTTPException(404, str(e), headers=SHARED_HEADERS) from None
+
+
+# Declared before the page: "/shared/x.json" also matches "/shared/{token}".
+@router.get("/shared/{token}.json")
+def shared_json(token: str, store: StoreDep):
+    a = _shared(store, token)
+    body = {k: v for k, v in read_only(a, json_url=f"/shared/{token}.json").items() if k not in ("views", "mine")}
+    return JSONResponse(body, headers=SHARED_HEADERS)
+
+
+@router.get("/shared/{token}", include_in_schema=False)
+def shared_page(token: str, request: Request, store: StoreDep):
+    a = _shared(store, token)
+    return templates.TemplateResponse(request, "shared_report.html", read_only(a, json_url=f"/shared/{token}.json"),
+                                      headers=SHARED_HEADERS)
 
 
 @router.post("/practice/{aid}/next", include_in_schema=False)

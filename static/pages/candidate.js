@@ -6,7 +6,7 @@
 // round's event stream (htmx hx-sse swaps the status; this page reacts to lock and end).
 import { setupMarks } from "./marks.js";
 import { setupViewerPage } from "./viewer-page.js";
-import { readTimer, tickClock, words } from "./live-common.js";
+import { readTimer, showHtmxErrors, tickClock, words } from "./live-common.js";
 
 const page = JSON.parse(document.getElementById("round-data").textContent);
 const root = document.getElementById("viewer");
@@ -131,5 +131,10 @@ $("[data-submit]").addEventListener("click", async () => {
   await save();
   try { await api("/submit", "POST", {}); } catch { /* shown */ }
 });
+
+// --- the practice history panel (htmx): a refusal (an attempt gone, not submitted) shows
+// under it. It stays usable after the end: consent can be withdrawn any time. ---
+const practicePanel = document.querySelector(".practice-consent");
+if (practicePanel) showHtmxErrors(practicePanel.querySelector("[data-practice-error]"), practicePanel);
 
 window.tracedojoRound = { save, marks: () => currentMarks(), state };

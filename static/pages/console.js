@@ -128,6 +128,9 @@ function apply(e) {
       break;
     case "integrity": integrity.push(e); showIntegrity(); break;
     case "opened": $("[data-presence]").textContent = `opened the link ${e.at.slice(11, 19)} UTC`; break;
+    case "practice":  // the candidate attached (or withdrew) practice reports: readable on the review
+      $("[data-practice]").textContent = d.count ? `attached ${d.count} practice report${d.count === 1 ? "" : "s"} (on the review) · ` : "";
+      break;
     default: break;
   }
   if (e.actor !== "candidate" || e.kind === "submit") refresh(e.kind);
@@ -139,7 +142,7 @@ showNarration(); showRuns(); showIntegrity();
 
 const source = new EventSource(`${page.events_url}?after=${page.after}`);
 const KINDS = ["narration", "marks", "run", "viewport", "selection", "integrity", "hint", "note", "phase", "lock", "submit",
-  "end", "opened", "link", "scorecard", "created"];
+  "end", "opened", "link", "scorecard", "created", "practice"];
 KINDS.forEach((k) => source.addEventListener(k, (m) => { try { apply(JSON.parse(m.data)); } catch (err) { console.error(err); } }));
 source.addEventListener("open", () => { mirrorStatus.dataset.connected = "1"; });
 source.addEventListener("error", () => { mirrorStatus.dataset.connected = "0"; });

@@ -1,5 +1,6 @@
-// What the live round's two pages share: the phase clock, and htmx's error answers
-// (JSON with one line, not swapped into the page) shown where the page shows errors.
+// What the live round's pages share: the phase clock, and htmx's error answers (JSON with
+// one line, not swapped into the page) shown where the page shows errors (`scope`: only
+// those of requests made from inside it).
 
 // The phase clock: time left in the current phase, from the server's own clock (`now`)
 // so a browser whose clock is off still counts right.
@@ -21,15 +22,15 @@ export function readTimer(el, attr) {
   return el._timer;
 }
 
-export function showHtmxErrors(errorEl) {
-  document.addEventListener("htmx:response:error", (e) => {
+export function showHtmxErrors(errorEl, scope = document) {
+  scope.addEventListener("htmx:response:error", (e) => {
     const ctx = e.detail && e.detail.ctx;
     let msg = `HTTP ${ctx && ctx.response ? ctx.response.status : "error"}`;
     try { msg = JSON.parse(ctx.text).error || msg; } catch { /* not JSON */ }
     errorEl.textContent = msg;
     errorEl.hidden = false;
   });
-  document.addEventListener("htmx:after:request", (e) => {
+  scope.addEventListener("htmx:after:request", (e) => {
     const ctx = e.detail && e.detail.ctx;
     if (ctx && ctx.response && ctx.response.status < 400) errorEl.hidden = true;
   });
