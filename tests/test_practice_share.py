@@ -234,10 +234,14 @@ def test_attach_what_you_choose_then_withdraw(app, staff):
     assert page.status_code == 200 and scenarios.get("launch-bound").title in page.text
     assert not re.search(r"<form[^>]*method=|hx-(post|put|delete|patch)", page.text)
     assert f"/rounds/{rid}/review" in page.text
+    listed = rv.get(f"/rounds/{rid}/review.json").json()["practice"]  # the review lists what was shared
+    assert [a["id"] for a in listed] == [mine[1]] and listed[0]["url"] == f"/rounds/{rid}/practice/{mine[1]}"
+    assert listed[0]["url"] in rv.get(f"/rounds/{rid}/review").text
 
     gone = cand.delete(api).json()
     assert gone["changed"] and gone["count"] == 0 and gone["event_id"] == practice_events(staff, rid)[-1]["id"]
     assert rv.get(f"/rounds/{rid}/practice/{mine[1]}.json").status_code == 404
+    assert rv.get(f"/rounds/{rid}/review.json").json()["practice"] == []
     assert not cand.delete(api).json()["changed"]  # nothing left to withdraw: no event
 
     log = practice_events(staff, rid)

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from app.accounts import Staff
 from app.db.base import Store
 from app.db.staff import Membership, Round, Scorecard, User
-from app.review import access, anchors, levels, replay
+from app.review import access, anchors, levels, practice, replay
 from app.rounds import candidates, guide, live
 from app.scoring.evidence import segments
 from app.scoring.score import LABELS
@@ -89,6 +89,7 @@ def review(store: Store, staff: Staff, r: Round, at: str | None = None) -> dict:
         "scorecards": cards,
         "who_said_what": who_said_what(shown, report) if shown or report else [],
         "anchors": anchors.of_round(store, r.id),
+        "practice": practice.attached(store, r),  # what the candidate chose to show, with consent
         "key": guide.live_key(inst),
         "rubric": rubric,
         "may": {"score": role in access.SCORERS and r.ended_at is not None,
