@@ -109,4 +109,5 @@ def test_anchors_gold_and_compare_through_http(web):
     assert rv.get("/compare.json").status_code == 400
     assert rv.get("/compare.json", params={"scenario": "nope"}).status_code == 404
     assert rv.get("/compare.json", params={"question": 987654}).status_code == 404
+    assert rv.get("/compare.json", params={"question": 10**30}).status_code == 422  # not a 503 from the database
     assert iv.get("/compare.json", params={"scenario": "ddp"}).status_code == 403

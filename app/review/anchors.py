@@ -37,6 +37,7 @@ def _editable(store: Store, staff: Staff, public_id: str) -> Round:
 
 
 def set_anchor(store: Store, staff: Staff, public_id: str, criterion: str, level: int, note: str = "") -> dict:
+    r = _editable(store, staff, public_id)  # first: what is wrong with a body is no one's business but the team's
     if criterion not in live.CRITERIA:
         raise InstanceError(f"criterion must be one of {', '.join(live.CRITERIA)}")
     if level not in live.LEVELS:
@@ -44,7 +45,6 @@ def set_anchor(store: Store, staff: Staff, public_id: str, criterion: str, level
     note = note.strip()
     if len(note) > MAX_NOTE_CHARS:
         raise InstanceError(f"an anchor's note holds at most {MAX_NOTE_CHARS:,} characters")
-    r = _editable(store, staff, public_id)
     with store.write() as db:
         a = db.scalar(select(Anchor).where(Anchor.round_id == r.id, Anchor.criterion == criterion))
         if a is None:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import html
 
-from fastapi import APIRouter, HTTPException, Request
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
@@ -175,15 +177,18 @@ def _compare(store, staff, question: int | None, scenario: str | None, team: str
     return out
 
 
+QuestionId = Annotated[int | None, Query(ge=1, le=2**31 - 1)]  # an id the database's integer can hold
+
+
 @router.get("/compare.json")
-def compare_json(store: StoreDep, staff: StaffDep, question: int | None = None, scenario: str | None = None,
+def compare_json(store: StoreDep, staff: StaffDep, question: QuestionId = None, scenario: str | None = None,
                  team: str | None = None):
     """Candidates side by side: `?question=ID` or `?scenario=ID` (and `team=` if you are in several)."""
     return _compare(store, staff, question, scenario, team)
 
 
 @router.get("/compare", include_in_schema=False)
-def compare_page(request: Request, store: StoreDep, staff: StaffPage, question: int | None = None,
+def compare_page(request: Request, store: StoreDep, staff: StaffPage, question: QuestionId = None,
                  scenario: str | None = None, team: str | None = None):
     return templates.TemplateResponse(request, "compare.html", _compare(store, staff, question, scenario, team))
 
