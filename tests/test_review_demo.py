@@ -20,7 +20,7 @@ from app import tools
 from app.accounts import service
 from app.db.base import store_for, upgrade_to_head
 from app.db.staff import Anchor, Candidate, Membership, Round, RoundEvent, Scorecard, User
-from app.review import access, demo
+from app.review import access, demo, replay
 from app.rounds import live
 from app.scoring.marks import score_marks
 from app.scoring.score import score
@@ -120,6 +120,8 @@ def test_every_log_replays_to_the_rounds_state(filled):
             elif e.kind == "run":
                 runs.append(e.data)
         assert text == r.narration and marks == r.marks and runs == r.runs
+        final = replay.state_at([live.event_json(e) for e in log])  # the review page's own fold
+        assert final["narration"] == r.narration and final["ended"] and final["marks"] == r.marks
         kinds = [e.kind for e in log]
         assert kinds[0] == "created" and "end" in kinds and r.phase == "ended" and r.locked
         assert (r.opened_at is None) == ("opened" not in kinds) and (r.submitted_at is None) == ("submit" not in kinds)
@@ -283,6 +285,32 @@ def test_a_reviewer_can_open_the_demo_rounds(filled):
         r = access.for_review(store, drew, pid)
         view = live.console_view(store, drew, r)
         assert view["state"]["narration"] == r.narration and view["events"]
+
+
+def test_the_review_pages_open_the_demo_rounds(tmp_path_factory):
+    """Through the web app: a reviewer signed in sees the synthetic candidates by pseudonym
+    and the review of a round of each quality, scorecards hidden until their own is in."""
+    from fastapi.testclient import TestClient
+
+    from app.config import get_settings
+    from tests.conftest import sqlite_app
+
+    app = sqlite_app(tmp_path_factory, "demo-web")
+    store = store_for(get_settings().database_url)
+    service.add_user(store, "rv@web.demo.invalid", "a-long-password", "reviewer", "web")
+    out = demo.fill(store, "web", rounds=12, seed=6, now=NOW)
+    with TestClient(app, follow_redirects=False) as c:
+        assert c.post("/login", json={"email": "rv@web.demo.invalid", "password": "a-long-password"}).status_code == 200
+        rows = c.get("/candidates.json").json()["candidates"]
+        assert len(rows) == 12 and all(x["synthetic"] and x["name"] is None and x["rounds"] == 1 for x in rows)
+        for pid in out["review_round_ids"]:
+            v = c.get(f"/rounds/{pid}/review.json")
+            assert v.status_code == 200, v.text
+            v = v.json()
+            assert v["candidate"]["synthetic"] and v["events"][-1]["kind"] in ("scorecard", "note", "end")
+            assert v["scorecards"]["own"] is None and v["scorecards"]["hidden"] >= 1  # blind until their own
+            assert v["lanes"]["narration"] == sum(e["kind"] == "narration" for e in v["events"])
+            assert c.get(f"/rounds/{pid}/review").status_code == 200
 
 
 def test_fill_twice_adds_nothing_replace_makes_it_anew_and_a_seed_gives_the_same_data(tmp_path):

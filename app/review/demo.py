@@ -38,7 +38,8 @@ rounds (events, scorecards, anchors go with them) and fills again. Nothing else 
 is touched: a round is demo data exactly when its candidate is synthetic.
 
 Deterministic for a given seed and `now`: the designs, texts, levels and times; ids, the
-rounds' public ids and the (unusable) link hashes are drawn like any others.
+rounds' public ids, the candidates' codes and the (unusable) link hashes are drawn like
+any others.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ from app import instances, tools
 from app.accounts import AccountError, service
 from app.db.base import Store
 from app.db.staff import Anchor, Candidate, Question, Round, RoundEvent, RoundPractice, Scorecard, Team
-from app.rounds import guide, live, questions
+from app.rounds import candidates, guide, live, questions
 from app.scenario import Instance
 from app.scoring.marks import score_marks
 from app.scoring.score import NarrationError, score
@@ -652,25 +653,18 @@ def fill(store: Store, team: str | int, *, rounds: int = DEFAULT_ROUNDS, seed: i
         inst = instances.instance(p.scenario, p.seed)
         built.append((p, build_round(p, inst, emails, now, mid, questions.check_plan(bank[p.scenario].time_plan))))
 
-    rng = random.Random(f"tracedojo-demo:{seed}:candidates")
     n_events = n_cards = 0
     designs = []
     with store.write() as db:
         if replace:
             _clear(db, team_id)
-        taken = set(db.scalars(select(Candidate.code).where(Candidate.team_id == team_id)))
         width = max(2, len(str(len(built))))
         round_rows: list[tuple[RoundPlan, Built, Round]] = []
         for p, b in built:
-            code = None
-            while code is None or code in taken:
-                code = f"{rng.getrandbits(16):04X}"
-            taken.add(code)
+            # a record like any candidate's (a random code, unique in the team), flagged synthetic
             name = f"Synthetic candidate {p.index + 1:0{width}d}"
-            cand = Candidate(team_id=team_id, code=code, name=name, email=None, synthetic=True,
-                             created_by=users[p.interviewer.name], created_at=b.round["created_at"])
-            db.add(cand)
-            db.flush()
+            cand = candidates.create(db, team_id, name, created_by=users[p.interviewer.name], synthetic=True)
+            cand.created_at = b.round["created_at"]
             r = Round(public_id=secrets.token_hex(8), team_id=team_id, question_id=bank[p.scenario].id,
                       created_by=users[p.interviewer.name], candidate_name=name, candidate_id=cand.id,
                       token_hash=live.token_hash(secrets.token_urlsafe(32)), last_event_id=0, event_count=0,
