@@ -24,9 +24,9 @@ line can compare what the calibration figures recover with what went in):
   narration as edits (`live.splice`) typed over the reading phase, area selections and
   marks, measurement runs (the decisive one for good reads), viewport moves, hints,
   notes, now and then an integrity event, submit, end, then the scorecards.
-- Scorecards: every round by its interviewer; the gold set (about a third of the rounds)
-  also by the other two interviewers and the first reviewer; a few other rounds by the
-  second reviewer. Level = clip(round(deserved + leniency + noise), 1, 4) per criterion,
+- Scorecards: every round by its interviewer; the gold set (about 40% of the rounds) also
+  by the other two interviewers and the first reviewer; 40% of the other rounds,
+  evenly across interviewers, by the second reviewer. Level = clip(round(deserved + leniency + noise), 1, 4) per criterion,
   the recommendation likewise.
 - Anchors: a few exemplars on rounds whose every scorecard agrees on the level.
 
@@ -70,8 +70,13 @@ DEFAULT_ROUNDS = 60
 MAX_ROUNDS = 500
 SEEDS_PER_SCENARIO = 3  # each instance is built once and reused by several rounds
 WEEKS = 10  # how far back the rounds go: enough for a drift chart
-GOLD_SHARE = 0.35
-EXTRA_REVIEW_SHARE = 0.15  # non-gold rounds the second reviewer also scores
+# About 40% of the rounds: 24 of the default 60, past the 20 double-scored rounds the
+# calibration page wants before it shows agreement on the gold set.
+GOLD_SHARE = 0.4
+# Non-gold rounds the second reviewer also scores, the same number for each interviewer so
+# that the reviewer's difference from the interviewers is their own leniency (~12 rounds of
+# the default 60: past the 10 shared rounds the page wants for a leniency).
+EXTRA_REVIEW_SHARE = 0.4
 CRITERIA = live.CRITERIA
 
 
@@ -301,11 +306,13 @@ def plan(n: int, seed: int, now: datetime) -> list[RoundPlan]:
     order = [sids[i % len(sids)] for i in range(n)]
     rng.shuffle(order)
     quality = _spread(rng, QUALITY_SHARE, n)
+    runs_by = [INTERVIEWERS[i % len(INTERVIEWERS)] for i in range(n)]  # each interviewer a third of the rounds
+    rng.shuffle(runs_by)
     slots = _slots(rng, n, now)
     out = []
     for i in range(n):
         r = random.Random(f"tracedojo-demo:{seed}:round:{i}")
-        p = RoundPlan(seed, i, order[i], r.choice(seeds[order[i]]), quality[i], r.choice(INTERVIEWERS), slots[i])
+        p = RoundPlan(seed, i, order[i], r.choice(seeds[order[i]]), quality[i], runs_by[i], slots[i])
         p.true_levels = {c: min(4.0, max(1.0, t + r.gauss(0, ROUND_SD_LEVELS))) if p.quality != "no-show" else 1.0
                          for c, t in zip(CRITERIA, TRUE_LEVELS[p.quality])}
         p.true_recommendation = min(4.0, max(1.0, TRUE_RECOMMENDATION[p.quality] + r.gauss(0, ROUND_SD_LEVELS)))
@@ -317,8 +324,12 @@ def plan(n: int, seed: int, now: datetime) -> list[RoundPlan]:
     for group in by_quality.values():
         for p in rng.sample(group, max(1, round(GOLD_SHARE * len(group)))):
             p.gold = True
-    for p in out:
-        p.extra_reviewer = not p.gold and rng.random() < EXTRA_REVIEW_SHARE
+    plain = {iv.name: [p for p in out if not p.gold and p.interviewer is iv] for iv in INTERVIEWERS}
+    fewest = min(len(v) for v in plain.values())
+    k = min(fewest, max(4, round(EXTRA_REVIEW_SHARE * fewest)))  # 4 each at least: 12 shared rounds
+    for group in plain.values():
+        for p in rng.sample(group, k):
+            p.extra_reviewer = True
     return out
 
 
