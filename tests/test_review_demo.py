@@ -125,8 +125,9 @@ def test_every_log_replays_to_the_rounds_state(filled):
         kinds = [e.kind for e in log]
         assert kinds[0] == "created" and "end" in kinds and r.phase == "ended" and r.locked
         assert (r.opened_at is None) == ("opened" not in kinds) and (r.submitted_at is None) == ("submit" not in kinds)
-        phases = [e.data["phase"] for e in log if e.kind == "phase"]
-        assert phases in ([], [p["phase"] for p in r.time_plan])
+        phases = [e for e in log if e.kind == "phase"]
+        assert [e.data["phase"] for e in phases] in ([], [p["phase"] for p in r.time_plan])
+        assert _aware(r.phase_started_at) == (_aware(phases[-1].at) if phases else None)
 
 
 def test_event_times_are_monotonic_and_within_the_round(filled):
