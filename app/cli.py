@@ -196,6 +196,7 @@ def cmd_demo(args) -> None:
     from app.accounts import AccountError, service
     from app.config import get_settings
     from app.db.base import DatabaseMissing, StoreUnavailable, prepare_database, store_for
+    from app.review import demo
     from app.rounds import live, questions
 
     try:
@@ -218,14 +219,27 @@ def cmd_demo(args) -> None:
         bank = questions.for_team(store, interviewer, team_id)
         r, token = live.create(store, interviewer, question_id=bank[0].id,
                                link_hours=settings.candidate_link_hours)
+        # the review and calibration pages need history: synthetic rounds and scorecards
+        filled = None if args.no_data else demo.fill(store, team, rounds=args.rounds, seed=args.seed,
+                                                     replace=args.replace_data)
     except (AccountError, DatabaseMissing, StoreUnavailable) as e:
         raise InstanceError(str(e)) from None
     base = args.url.rstrip("/")
+    raters = demo.raters_json(team)
+    summary = {"skipped": "--no-data"} if filled is None else {
+        k: filled[k] for k in ("already", "candidates", "rounds", "gold", "events", "scorecards", "anchors", "seed",
+                               "seconds", "note") if k in filled}
     print(json.dumps({
         "team": team, "login_url": f"{base}/login",
         "accounts": accounts,
         "question": bank[0].title, "console_url": f"{base}/rounds/{r.public_id}",
         "candidate_url": f"{base}/r/{token}", "questions_url": f"{base}/questions",
+        "demo_data": summary,
+        "review_urls": [f"{base}/rounds/{i}/review" for i in (filled or {}).get("review_round_ids", [])],
+        "calibration_url": f"{base}/calibration",
+        # what the calibration page should recover: levels added to what a read deserves
+        "simulated_leniency": {x["email"]: x["leniency_levels"] for x in raters},
+        "simulated_raters": raters,
     }, indent=2))
 
 
@@ -292,11 +306,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--create-db", action="store_true",
                    help="start on an empty database even though one existed before (its data is gone)")
     p.set_defaults(func=cmd_user_add)
-    p = sub.add_parser("demo", help="a team to try live rounds with: three staff accounts and one round",
+    p = sub.add_parser("demo", help="a team to try live rounds, review and calibration with",
                        description="Makes (or keeps) the team, admin@, interviewer@ and reviewer@<team>.demo.invalid "
                        "with the password in TRACEDOJO_PASSWORD (else a new random one, printed), its question bank, "
-                       "and a new round on the first question of the bank; prints the URLs as JSON.")
+                       "and a new round on the first question of the bank; then fills the team with demo data "
+                       "(app/review/demo.py): synthetic candidates, ended rounds with their event logs and "
+                       "scorecards from simulated interviewers of known leniency, once per team. Prints the URLs "
+                       "and the simulation's parameters as JSON.")
     p.add_argument("--team", required=True, help="the team's slug: letters, digits and hyphens")
+    p.add_argument("--rounds", type=int, default=60, help="synthetic rounds to make (default 60, at most 500)")
+    p.add_argument("--seed", type=int, default=1, help="the simulation's seed (default 1): same seed, same data")
+    p.add_argument("--no-data", action="store_true", help="accounts, bank and one round only: no synthetic data")
+    p.add_argument("--replace-data", action="store_true",
+                   help="delete the team's synthetic candidates and their rounds, and make them anew")
     p.add_argument("--url", default="http://127.0.0.1:8000", help="where the server answers (for the printed links)")
     p.add_argument("--create-db", action="store_true",
                    help="start on an empty database even though one existed before (its data is gone)")
