@@ -41,14 +41,33 @@ def report(true_levels: dict[str, float], rng: np.random.Generator, noise: float
     return {"total": total, "trap_endorsed": False, "needs_review": False, "word_count": 150, "criteria": crit}
 
 
+def add_round(db, team_id: int, ended: datetime, cards: dict[int, tuple[dict[str, int], int, datetime]], *,
+              scenario: str = "ddp", auto_report: dict | None = None, gold: bool = False,
+              candidate_id: int | None = None) -> Round:
+    """One ended round with its scorecards: `cards` maps a user id to (criterion levels,
+    recommendation, submitted at)."""
+    r = Round(public_id=secrets.token_hex(8), team_id=team_id, scenario=scenario, version=1, seed="0",
+              seed_kind="seed", params={}, rubric_version=1, time_plan=[], token_hash=secrets.token_hex(32),
+              token_expires_at=ended + timedelta(days=3), phase="ended", locked=True, narration="", marks={}, runs=[],
+              last_event_id=0, event_count=0, candidate_id=candidate_id, gold=gold,
+              created_at=ended - timedelta(hours=1), ended_at=ended, auto_report=auto_report,
+              auto_total=(auto_report or {}).get("total"))
+    db.add(r)
+    db.flush()
+    for user_id, (levels, recommendation, at) in cards.items():
+        db.add(Scorecard(round_id=r.id, user_id=user_id, criteria=levels, recommendation=recommendation, notes="",
+                         submitted_at=at, updated_at=at))
+    return r
+
+
 def make_team(store, slug: str, n_rounds: int, *, raters: dict[str, float] | None = None, noise: float = 0.4,
               per_round: int = 2, gold_every: int = 4, synthetic_every: int = 5, auto_noise: float = 0.35,
               auto_bias: float = 0.0, weeks: int = 8, submit_minutes: dict[str, float] | None = None,
               seed: int = 1) -> dict:
     """`n_rounds` ended rounds of team `slug`, each scored by `per_round` of `raters`
     (email -> leniency in levels), every `gold_every`-th in the gold set and scored by all
-    of them; every `synthetic_every`-th a synthetic candidate's. Returns the emails by
-    role and the model's truth."""
+    of them; every `synthetic_every`-th a synthetic candidate's. Returns the team's id,
+    the raters' leniencies and user ids, and its reviewer's and admin's emails."""
     raters = raters or {f"lenient@{slug}.org": 0.6, f"middle@{slug}.org": 0.0, f"strict@{slug}.org": -0.6}
     submit_minutes = submit_minutes or {e: 15.0 * (i + 1) for i, e in enumerate(raters)}
     rng = np.random.default_rng(seed)
@@ -74,21 +93,14 @@ def make_team(store, slug: str, n_rounds: int, *, raters: dict[str, float] | Non
                 db.flush()
             gold = bool(gold_every) and i % gold_every == 0
             rep = report(truth, rng, auto_noise, auto_bias)
-            r = Round(public_id=secrets.token_hex(8), team_id=team.id, scenario=SCENARIOS[i % len(SCENARIOS)],
-                      version=1, seed=str(i), seed_kind="seed", params={}, rubric_version=1, time_plan=[],
-                      token_hash=secrets.token_hex(32), token_expires_at=ended + timedelta(days=3), phase="ended",
-                      locked=True, narration="", marks={}, runs=[], last_event_id=0, event_count=0,
-                      candidate_id=cand.id if cand else None, gold=gold, created_at=ended - timedelta(hours=1),
-                      ended_at=ended, auto_report=rep, auto_total=rep["total"])
-            db.add(r)
-            db.flush()
             who = emails if gold else list(rng.choice(emails, size=min(per_round, len(emails)), replace=False))
+            cards = {}
             for email in who:
                 lean = raters[email]
                 levels = {c: int(level(np.array(truth[c] + lean + rng.normal(0, noise)))) for c in CRITERIA}
                 overall = np.mean(list(truth.values())) + lean + rng.normal(0, noise)
                 t = ended + timedelta(minutes=float(rng.exponential(submit_minutes[email])))
-                db.add(Scorecard(round_id=r.id, user_id=ids[email], criteria=levels,
-                                 recommendation=int(level(np.array(overall))), notes="", submitted_at=t,
-                                 updated_at=t))
+                cards[ids[email]] = (levels, int(level(np.array(overall))), t)
+            add_round(db, team.id, ended, cards, scenario=SCENARIOS[i % len(SCENARIOS)], auto_report=rep, gold=gold,
+                      candidate_id=cand.id if cand else None)
     return {"team_id": team.id, "raters": raters, "reviewer": reviewer, "admin": admin, "ids": ids}

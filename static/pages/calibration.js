@@ -161,14 +161,14 @@ const charts = {
       return empty(el, title, `Nothing to chart yet: ${need}.`);
     }
     const L = (r) => r.leniency;
-    const values = rs.flatMap((r) => [L(r).value, L(r).ci95?.[0], L(r).ci95?.[1], L(r).value - L(r).sd_by_round,
-                                      L(r).value + L(r).sd_by_round]);
+    const sd = (r, sign) => (L(r).sd_by_round == null ? null : L(r).value + sign * L(r).sd_by_round);
+    const values = rs.flatMap((r) => [L(r).value, L(r).ci95?.[0], L(r).ci95?.[1], sd(r, -1), sd(r, 1)]);
     return dotChart(el, {
       title, note: "thick: 95% interval · thin: ± 1 SD of the per-round difference",
       labels: rs.map((r) => r.email.split("@")[0]),
       series: [{ label: "leniency", color: OKABE[0], values: rs.map((r) => L(r).value),
                  lo: rs.map((r) => L(r).ci95?.[0]), hi: rs.map((r) => L(r).ci95?.[1]),
-                 sdLo: rs.map((r) => L(r).value - L(r).sd_by_round), sdHi: rs.map((r) => L(r).value + L(r).sd_by_round) }],
+                 sdLo: rs.map((r) => sd(r, -1)), sdHi: rs.map((r) => sd(r, 1)) }],
       lines: [{ y: 0, label: "", color: "#777", solid: true }],
       yLabel: "levels", yRange: range(values, -1, 1, 0.15),
     });
