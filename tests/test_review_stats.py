@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pytest
 
+from app.review import stats
 from app.review.stats import bootstrap_ci, icc_2_1, pearson_r, qwk, smd
 
 # Shrout & Fleiss (1979), Table 2: four judges rate six targets (rows) on a 10-point scale.
@@ -40,10 +41,18 @@ def test_icc_2_1_punishes_a_constant_offset_and_rewards_agreement():
         icc_2_1(np.ones((1, 3)))
 
 
-def test_icc_2_1_batched_equals_one_at_a_time():
+def test_resample_weights_equal_resampled_copies():
+    # the bootstrap passes each resample as counts per round; the statistic on counts must be
+    # the statistic of the resampled rows themselves
     rng = np.random.default_rng(3)
-    batch = rng.normal(size=(7, 12, 3))
-    assert np.allclose(icc_2_1(batch), [icc_2_1(m) for m in batch])
+    m = rng.normal(size=(12, 3))
+    a, b = rng.integers(1, 5, 12), rng.integers(1, 5, 12)
+    idx = rng.integers(0, 12, size=(7, 12))
+    w = np.stack([np.bincount(i, minlength=12) for i in idx])
+    assert np.allclose(icc_2_1(m, weights=w), [icc_2_1(m[i]) for i in idx])
+    assert np.allclose(qwk(a, b, weights=w), [qwk(a[i], b[i]) for i in idx], equal_nan=True)
+    assert np.allclose(pearson_r(a, b, weights=w), [pearson_r(a[i], b[i]) for i in idx], equal_nan=True)
+    assert np.allclose(smd(a, b, weights=w), [smd(a[i], b[i]) for i in idx], equal_nan=True)
 
 
 def test_qwk_hand_computed():
@@ -102,6 +111,8 @@ def test_bootstrap_is_deterministic_and_resamples_rounds_whole():
     one, two = bootstrap_ci(icc_2_1, m, seed=7), bootstrap_ci(icc_2_1, m, seed=7)
     assert one == two and one.lo < icc_2_1(m) < one.hi
     assert bootstrap_ci(icc_2_1, m, seed=8) != one
+    stats._COUNTS.clear()  # drawn afresh rather than kept: the same resamples
+    assert bootstrap_ci(icc_2_1, m, seed=7) == one
     # pairs stay pairs: identical raters give an interval of exactly [1, 1]
     a = rng.integers(1, 5, 25)
     assert bootstrap_ci(qwk, a, a).as_list() == [1.0, 1.0]
@@ -115,9 +126,12 @@ def test_bootstrap_is_fast():
     m = rng.normal(size=(200, 4))
     a, b = rng.integers(1, 5, 200), rng.integers(1, 5, 200)
     bootstrap_ci(icc_2_1, m)  # first call pays numpy's warm-up
+    big_a, big_b = rng.integers(1, 5, 1000), rng.integers(1, 5, 1000)
+    stats._COUNTS.clear()
     t = time.perf_counter()
     bootstrap_ci(icc_2_1, m, n_resamples=2000)
     bootstrap_ci(qwk, a, b, n_resamples=2000)
+    bootstrap_ci(qwk, big_a, big_b, n_resamples=2000)  # 1,000 rounds: past the cache, drawn in blocks
     assert time.perf_counter() - t < 0.5
 
 

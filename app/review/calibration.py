@@ -314,7 +314,7 @@ def _raters(con, n_resamples: int) -> list[dict]:
                 rater[k] = _too_few(n, MIN_RATER_ROUNDS, "scored round")
         if shared >= MIN_SHARED_ROUNDS:
             diffs = np.asarray(by_round[row["user_id"]])
-            ci = stats.bootstrap_ci(lambda d: d.mean(axis=-1), diffs, n_resamples=n_resamples, seed=SEED)
+            ci = stats.bootstrap_ci(stats.mean, diffs, n_resamples=n_resamples, seed=SEED)
             rater["leniency"] = {"value": _r3(row["leniency"]), "n": shared, "needs": 0,
                                  "sd_by_round": _r3(float(diffs.std(ddof=1))) if diffs.size > 1 else None,
                                  "ci95": [_r3(ci.lo), _r3(ci.hi)] if ci.lo is not None else None}

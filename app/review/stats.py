@@ -6,10 +6,12 @@ Units. Every statistic here is unitless. A *unit* of resampling is one round (a 
 raters scored): a matrix is rounds x raters, a pair of vectors holds one value per round.
 Levels are the scorecard's 1-4 scale (poor, mixed, good, excellent).
 
-Every statistic takes arrays with optional leading batch axes (`(..., n)` or `(..., n, k)`)
-and reduces only the last one or two, so the bootstrap evaluates all its resamples in one
-call instead of a Python loop: 2,000 resamples of 200 rounds take a few milliseconds. A
-statistic that is undefined for a sample (no variance: every level the same) is NaN.
+Every statistic takes the sample and, optionally, `weights`: a (B, n) matrix of how many
+times each round appears in each of B bootstrap resamples (each row sums to n). A
+statistic needs only weighted sums over rounds, so B resamples cost one (B, n) x (n, m)
+matrix product instead of B copies of the data: 1,000 resamples of 1,000 rounds take
+milliseconds. Without weights the answer is a float; with them, an array of B. A statistic
+that is undefined for a sample (no variance: every level the same) is NaN.
 
 Sources:
 - Shrout, P. E. & Fleiss, J. L. (1979). Intraclass correlations: uses in assessing rater
@@ -29,6 +31,7 @@ Sources:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -42,42 +45,60 @@ LEVELS = (1, 2, 3, 4)
 # humans' mean.
 THRESHOLDS = {"qwk_min": 0.70, "r_min": 0.70, "drop_max": 0.10, "smd_abs_max": 0.15}
 
-# The bootstrap holds at most this many values in memory at once (8 bytes each: 32 MB);
-# past it the resamples are evaluated in chunks.
-MAX_CELLS_PER_CHUNK = 4_000_000
+# The bootstrap holds at most this many resample counts at once (8 bytes each: 16 MB);
+# past it the resamples are drawn and evaluated in blocks.
+MAX_CELLS_PER_CHUNK = 2_000_000
 
 
-def _f(x):
-    """A 0-d result as a Python float; batched results stay arrays."""
-    return float(x) if np.ndim(x) == 0 else x
+def _weights(n: int, weights) -> tuple[np.ndarray, bool]:
+    """(B, n) counts per round, and whether the caller gave them (else one resample: the
+    sample itself)."""
+    if weights is None:
+        return np.ones((1, n)), False
+    w = np.asarray(weights, dtype=float)
+    if w.ndim != 2 or w.shape[1] != n:
+        raise ValueError(f"weights are (resamples, {n} rounds), got {w.shape}")
+    return w, True
 
 
-def icc_2_1(matrix) -> float | np.ndarray:
+def _out(x: np.ndarray, batched: bool):
+    return x if batched else float(x[0])
+
+
+def _safe_div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(den > 1e-12, num / np.where(den > 1e-12, den, 1.0), np.nan)
+
+
+def icc_2_1(matrix, weights=None) -> float | np.ndarray:
     """ICC(2,1) of Shrout & Fleiss (1979): two-way random effects (rounds and raters both
     samples of larger populations), one rater's score, absolute agreement (a rater who
     scores everyone a level higher lowers it).
 
-    `matrix`: (..., n rounds, k raters), complete (no missing cells), n >= 2 and k >= 2.
+    `matrix`: (n rounds, k raters), complete (no missing cells), n >= 2 and k >= 2.
 
         ICC(2,1) = (BMS - EMS) / (BMS + (k-1) EMS + k (JMS - EMS) / n)
 
     BMS: between-rounds mean square, JMS: between-raters (judges) mean square, EMS: residual
-    mean square of the two-way ANOVA without replication."""
+    mean square of the two-way ANOVA without replication. With `weights`, each round's row
+    counts as often as its weight (a bootstrap resample of rounds)."""
     x = np.asarray(matrix, dtype=float)
-    n, k = x.shape[-2], x.shape[-1]
+    if x.ndim != 2:
+        raise ValueError(f"ICC(2,1) takes a rounds x raters matrix, got shape {x.shape}")
+    n, k = x.shape
     if n < 2 or k < 2:
         raise ValueError(f"ICC(2,1) needs at least 2 rounds and 2 raters, got {n} x {k}")
-    grand = x.mean(axis=(-2, -1), keepdims=True)
-    rows = x.mean(axis=-1, keepdims=True)
-    cols = x.mean(axis=-2, keepdims=True)
-    ss_rows = k * ((rows - grand) ** 2).sum(axis=(-2, -1))
-    ss_cols = n * ((cols - grand) ** 2).sum(axis=(-2, -1))
-    ss_err = ((x - rows - cols + grand) ** 2).sum(axis=(-2, -1))
+    x = x - x.mean()  # the ICC ignores a shift; centring keeps the sums of squares exact
+    w, batched = _weights(n, weights)
+    row_mean = x.mean(axis=1)
+    grand = w @ row_mean / n                                    # (B,)
+    ss_rows = k * (w @ row_mean ** 2 - n * grand ** 2)
+    col_mean = w @ x / n                                        # (B, k)
+    ss_cols = n * ((col_mean - grand[:, None]) ** 2).sum(axis=1)
+    ss_total = w @ (x ** 2).sum(axis=1) - n * k * grand ** 2
+    ss_err = ss_total - ss_rows - ss_cols
     bms, jms, ems = ss_rows / (n - 1), ss_cols / (k - 1), ss_err / ((n - 1) * (k - 1))
-    denom = bms + (k - 1) * ems + k * (jms - ems) / n
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(denom > 0, (bms - ems) / np.where(denom > 0, denom, 1.0), np.nan)
-    return _f(out)
+    return _out(_safe_div(bms - ems, bms + (k - 1) * ems + k * (jms - ems) / n), batched)
 
 
 def _check_levels(values: np.ndarray, levels: tuple[int, ...]) -> None:
@@ -86,43 +107,51 @@ def _check_levels(values: np.ndarray, levels: tuple[int, ...]) -> None:
         raise ValueError(f"levels are {', '.join(map(str, levels))}; got {values[bad].flat[0]!r}")
 
 
-def qwk(a, b, levels: tuple[int, ...] = LEVELS) -> float | np.ndarray:
+def _paired(a, b) -> tuple[np.ndarray, np.ndarray]:
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.ndim != 1 or a.shape != b.shape:
+        raise ValueError(f"paired values: two vectors of one value per round, got shapes {a.shape} and {b.shape}")
+    return a, b
+
+
+def _moments(a: np.ndarray, b: np.ndarray, w: np.ndarray):
+    """Weighted means, variances and covariance (denominator n) over rounds, per resample."""
+    n = a.shape[0]
+    c = (a.mean() + b.mean()) / 2  # one shift for both: differences of means survive it
+    a, b = a - c, b - c
+    sums = w @ np.stack([a, b, a * a, b * b, a * b], axis=1) / n   # (B, 5)
+    ma, mb = sums[:, 0], sums[:, 1]
+    return ma, mb, sums[:, 2] - ma ** 2, sums[:, 3] - mb ** 2, sums[:, 4] - ma * mb
+
+
+def qwk(a, b, levels: tuple[int, ...] = LEVELS, weights=None) -> float | np.ndarray:
     """Quadratic weighted kappa (Cohen 1968) between two raters' levels of the same rounds.
 
-    `a`, `b`: (..., n) levels from `levels` (integers 1-4 on the scorecard). With weights
-    w_ij = (i - j)^2 / (K - 1)^2 on the disagreement between levels i and j and expected
+    `a`, `b`: one level from `levels` per round (integers 1-4 on the scorecard). With
+    weights (i - j)^2 / (K - 1)^2 on the disagreement between levels i and j and expected
     counts from the two raters' marginals, kappa = 1 - sum w O / sum w E; this equals
     (Fleiss & Cohen 1973) 2 cov(a, b) / (var a + var b + (mean a - mean b)^2) with
     denominators n, which is what is computed (no K x K table per resample). `levels`
     checks the input; the scale factor (K - 1)^2 cancels. NaN when both raters give one
     level throughout (no disagreement is possible, nor agreement beyond chance)."""
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if a.shape != b.shape:
-        raise ValueError(f"qwk needs paired levels, got shapes {a.shape} and {b.shape}")
-    if a.ndim == 1:  # batches come from the bootstrap, whose input was checked once
-        _check_levels(a, levels)
-        _check_levels(b, levels)
-    ma, mb = a.mean(axis=-1), b.mean(axis=-1)
-    da, db = a - ma[..., None], b - mb[..., None]
-    cov = (da * db).mean(axis=-1)
-    denom = (da ** 2).mean(axis=-1) + (db ** 2).mean(axis=-1) + (ma - mb) ** 2
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(denom > 0, 2 * cov / np.where(denom > 0, denom, 1.0), np.nan)
-    return _f(out)
+    a, b = _paired(a, b)
+    _check_levels(a, levels)
+    _check_levels(b, levels)
+    w, batched = _weights(a.shape[0], weights)
+    ma, mb, va, vb, cov = _moments(a, b, w)
+    return _out(_safe_div(2 * cov, va + vb + (ma - mb) ** 2), batched)
 
 
-def pearson_r(x, y) -> float | np.ndarray:
-    """Pearson's product-moment correlation of paired values (..., n); NaN if either side
-    has no variance."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    dx, dy = x - x.mean(axis=-1, keepdims=True), y - y.mean(axis=-1, keepdims=True)
-    denom = np.sqrt((dx ** 2).sum(axis=-1) * (dy ** 2).sum(axis=-1))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(denom > 0, (dx * dy).sum(axis=-1) / np.where(denom > 0, denom, 1.0), np.nan)
-    return _f(out)
+def pearson_r(x, y, weights=None) -> float | np.ndarray:
+    """Pearson's product-moment correlation of paired values; NaN if either side has no
+    variance."""
+    x, y = _paired(x, y)
+    w, batched = _weights(x.shape[0], weights)
+    _, _, vx, vy, cov = _moments(x, y, w)
+    return _out(_safe_div(cov, np.sqrt(np.clip(vx, 0, None) * np.clip(vy, 0, None))), batched)
 
 
-def smd(auto, human) -> float | np.ndarray:
+def smd(auto, human, weights=None) -> float | np.ndarray:
     """Standardized mean difference of the automatic score from the human one, as
     Williamson, Xi & Breyer (2012) define it:
 
@@ -130,11 +159,20 @@ def smd(auto, human) -> float | np.ndarray:
 
     with sample variances (denominator n - 1), in pooled standard deviations: positive means
     the machine scores higher. NaN when neither side varies."""
-    a, h = np.asarray(auto, dtype=float), np.asarray(human, dtype=float)
-    pooled = np.sqrt((a.var(axis=-1, ddof=1) + h.var(axis=-1, ddof=1)) / 2)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(pooled > 0, (a.mean(axis=-1) - h.mean(axis=-1)) / np.where(pooled > 0, pooled, 1.0), np.nan)
-    return _f(out)
+    a, h = _paired(auto, human)
+    n = a.shape[0]
+    w, batched = _weights(n, weights)
+    ma, mh, va, vh, _ = _moments(a, h, w)
+    pooled = np.sqrt(np.clip((va + vh) * n / (n - 1) / 2, 0, None)) if n > 1 else np.zeros_like(ma)
+    return _out(_safe_div(ma - mh, pooled), batched)
+
+
+def mean(x, weights=None) -> float | np.ndarray:
+    """The plain mean of one value per round (a rater's leniency over the rounds they
+    shared), resampled like the others."""
+    x = np.asarray(x, dtype=float)
+    w, batched = _weights(x.shape[0], weights)
+    return _out(w @ x / x.shape[0], batched)
 
 
 @dataclass(frozen=True)
@@ -148,6 +186,41 @@ class Interval:
         return None if self.lo is None else [self.lo, self.hi]
 
 
+def resample_counts(n: int, n_resamples: int, seed: int):
+    """How often each of n rounds appears in each resample: (B, n) blocks of at most
+    MAX_CELLS_PER_CHUNK cells, B rows in all, each row summing to n. Drawn as B x n
+    uniform indices (resampling with replacement), so the same (n, n_resamples, seed) always
+    gives the same resamples."""
+    with _COUNTS_LOCK:
+        kept = _COUNTS.get((n, n_resamples, seed))
+    if kept is not None:
+        yield from kept
+        return
+    rng = np.random.default_rng(seed)
+    chunk = max(1, MAX_CELLS_PER_CHUNK // max(1, n))
+    blocks = []
+    for start in range(0, n_resamples, chunk):
+        b = min(chunk, n_resamples - start)
+        idx = rng.integers(0, n, size=(b, n)) + (np.arange(b) * n)[:, None]
+        block = np.bincount(idx.ravel(), minlength=b * n).reshape(b, n).astype(float)
+        blocks.append(block)
+        yield block
+    if n * n_resamples <= CACHE_CELLS:
+        with _COUNTS_LOCK:  # the web layer's threads share it
+            while len(_COUNTS) >= CACHE_ENTRIES:
+                _COUNTS.pop(next(iter(_COUNTS)))
+            _COUNTS[(n, n_resamples, seed)] = blocks
+
+
+# A page asks for dozens of intervals on the same few numbers of rounds, one after another:
+# their resamples are kept (at most 4 sets of up to 1,000,000 counts: 32 MB) rather than
+# drawn again each time (6 ms a set at 1,000 rounds x 1,000 resamples).
+CACHE_CELLS = 1_000_000
+CACHE_ENTRIES = 4
+_COUNTS: dict[tuple[int, int, int], list[np.ndarray]] = {}
+_COUNTS_LOCK = threading.Lock()
+
+
 def bootstrap_ci(stat: Callable[..., np.ndarray], *samples, n_resamples: int = 2000, seed: int = 0,
                  level: float = 0.95) -> Interval:
     """A percentile bootstrap interval (Efron & Tibshirani 1993, ch. 13) for `stat` of the
@@ -155,22 +228,18 @@ def bootstrap_ci(stat: Callable[..., np.ndarray], *samples, n_resamples: int = 2
     and matrix rows stay whole) with replacement.
 
     Deterministic: the same samples, `n_resamples` and `seed` give the same interval.
-    `stat` must accept a leading resample axis (every statistic in this module does): the
-    resamples are evaluated in a few vectorised calls, not one at a time. Resamples where
-    the statistic is undefined (NaN) are left out and counted; if more than half are, the
-    interval is undefined too (lo = hi = None)."""
+    `stat(*samples, weights=W)` must take the resamples as counts per round (every
+    statistic in this module does). Resamples where the statistic is undefined (NaN) are
+    left out and counted; if more than half are, the interval is undefined too (lo = hi =
+    None)."""
     arrays = [np.asarray(s, dtype=float) for s in samples]
     n = arrays[0].shape[0]
     if any(a.shape[0] != n for a in arrays):
         raise ValueError("every sample needs one entry per unit (round)")
     if n < 2:
         return Interval(None, None, n_resamples, n_resamples)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(n_resamples, n))
-    per_resample = max(1, sum(a.size for a in arrays))
-    chunk = max(1, MAX_CELLS_PER_CHUNK // per_resample)
-    vals = np.concatenate([np.asarray(stat(*(a[idx[i:i + chunk]] for a in arrays)), dtype=float).reshape(-1)
-                           for i in range(0, n_resamples, chunk)])
+    vals = np.concatenate([np.asarray(stat(*arrays, weights=w), dtype=float).reshape(-1)
+                           for w in resample_counts(n, n_resamples, seed)])
     ok = vals[np.isfinite(vals)]
     undefined = int(n_resamples - ok.size)
     if ok.size * 2 < n_resamples:
