@@ -15,7 +15,7 @@ that is undefined for a sample (no variance: every level the same) is NaN.
 
 Sources:
 - Shrout, P. E. & Fleiss, J. L. (1979). Intraclass correlations: uses in assessing rater
-  reliability. Psychological Bulletin 86(2), 420-428. ICC(2,1): Table 1 and eq. for case 2.
+  reliability. Psychological Bulletin 86(2), 420-428. ICC(2,1) is their Case 2, one rater.
 - Cohen, J. (1968). Weighted kappa: nominal scale agreement with provision for scaled
   disagreement or partial credit. Psychological Bulletin 70(4), 213-220.
 - Fleiss, J. L. & Cohen, J. (1973). The equivalence of weighted kappa and the intraclass
@@ -39,7 +39,7 @@ import numpy as np
 
 LEVELS = (1, 2, 3, 4)
 
-# The bars automated scoring is held to in practice (Williamson, Xi & Breyer 2012, p. 9-10):
+# The bars automated scoring is held to in practice (Williamson, Xi & Breyer 2012):
 # agreement with a human at least 0.70 (QWK and Pearson r), no more than 0.10 below the
 # agreement between two humans, and a mean within 0.15 pooled standard deviations of the
 # humans' mean.
