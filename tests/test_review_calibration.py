@@ -273,3 +273,49 @@ def test_a_report_without_a_score_has_no_automatic_levels(store):
     d = calibration.dashboard(store, team["team_id"])
     assert d["rounds"]["ended"] == 2 and d["rounds"]["auto_scored"] == 1
     assert d["agreement"]["auto_human"]["n_rounds"] == 1
+
+
+# -- the page in a browser -----------------------------------------------------------------
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.mark.parametrize("rounds", [200, 4], ids=["200-rounds", "4-rounds"])
+def test_the_page_draws_its_charts_at_every_width(tmp_path, rounds):
+    """A real server and Chromium: at 800, 1440 and 1920 px the six charts draw (or say what
+    they need) without a script error or CSP violation, and nothing is wider than the window."""
+    import os
+
+    pw = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"no Chromium at {CHROMIUM}")
+    from tests.server import Server
+
+    url = f"sqlite:///{tmp_path / 'tracedojo.db'}"
+    upgrade_to_head(url)
+    team = make_team(store_for(url), "acme", rounds)
+    server = Server(tmp_path).start()
+    try:
+        with pw.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            for width in (800, 1440, 1920):
+                page = browser.new_page(viewport={"width": width, "height": 900})
+                errors: list[str] = []
+                page.on("pageerror", lambda e: errors.append(str(e)))
+                page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+                page.goto(server.base + "/login")
+                signed = page.request.post(server.base + "/login", headers={"Origin": server.base},
+                                           data={"email": team["reviewer"], "password": PW})
+                assert signed.ok, signed.text()
+                page.goto(server.base + "/calibration")
+                page.wait_for_function("document.documentElement.dataset.chartsReady === '1'")
+                drawn = page.locator("[data-chart] canvas").count()
+                said = page.locator("[data-chart] .chart-empty").count()
+                assert drawn + said == 6 and (drawn == 6 if rounds == 200 else said >= 4), (width, drawn, said)
+                overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+                assert overflow <= 0, f"{overflow} px wider than the window at {width}"
+                assert not errors, errors
+                page.close()
+            browser.close()
+    finally:
+        server.stop()
