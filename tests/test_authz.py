@@ -74,6 +74,8 @@ COMPARE_A = policy(      401,      401,      403,  404,  OK,   OK)
 COMPARE_A_PAGE = policy( LOGIN,    LOGIN,    403,  404,  OK,   OK)
 REVIEW_A = policy(       401,      401,      OK,   404,  OK,   OK)  # who may review team A's ended round (its
 REVIEW_A_PAGE = policy(  LOGIN,    LOGIN,    OK,   404,  OK,   OK)  # interviewer, reviewers, admins: for_review)
+CALIBRATE = policy(      401,      401,      403,  403,  OK,   OK)  # a team's reviewers and admins (B's interviewer
+CALIBRATE_PAGE = policy( LOGIN,    LOGIN,    403,  403,  OK,   OK)  # is refused in B: the page rates interviewers)
 ADMIN_A = policy(        401,      401,      403,  403,  403,  OK)  # team A's admins (a team not yours: 403,
 ADMIN_A_PAGE = policy(   LOGIN,    LOGIN,    403,  403,  403,  OK)  # the same answer as for no such team)
 
@@ -150,6 +152,8 @@ TABLE: dict[str, dict] = {
     "GET /rounds/{rid}/practice/{aid}.json": REVIEW_A, "GET /rounds/{rid}/practice/{aid}": REVIEW_A_PAGE,
     # A scorecard on an ended round: anyone who rates for team A (reviewers from the replay).
     "PUT /api/rounds/{rid}/scorecard": SCORE_A,
+    # The team's calibration: its reviewers and admins; not its interviewers, whom it rates.
+    "GET /calibration.json": CALIBRATE, "GET /calibration": CALIBRATE_PAGE,
 
     # Review of R1 (app/review/access.py): its interviewer and team A's admins; reviewers once it ends.
     "GET /rounds/{rid}/review.json": REVIEW_LIVE_A, "GET /rounds/{rid}/review": REVIEW_LIVE_A_PAGE,

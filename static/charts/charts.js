@@ -4,7 +4,7 @@
 
 import uPlot from "/static/vendor/uplot-1.6.32.esm.js";
 
-const OKABE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#999999"];
+export const OKABE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#999999"];
 
 export function render(el, chart, width = 380, height = Math.round(width * 0.62)) {
   el.replaceChildren();
