@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import sys
 
-from bench import analyze, corpus, generate, live, load, score, tools, viewer
+from bench import analyze, corpus, export, generate, live, load, score, tools, viewer
 
 BENCHES = {"generate": generate.main, "analyze": analyze.main, "tools": tools.main, "viewer": viewer.main, "score": score.main,
-           "load": load.main, "corpus": corpus.main, "live": live.main}
+           "load": load.main, "corpus": corpus.main, "live": live.main, "export": export.main}
 
 
 def main(argv: list[str]) -> int:
