@@ -42,9 +42,10 @@ DUCK = {"str": "VARCHAR", "int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN",
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    """Team A: four rounds (two ended and scored, one running, one ended without a word),
-    three raters, a candidate record in the gold set. Team B: one scored round of its own.
-    Team "empty": an admin and nothing else. One person is an admin of A and of "empty"."""
+    """Team A: four rounds (two ended and scored, one running, one ended without a word
+    and without a candidate record), three raters, a synthetic candidate in the gold set.
+    Team B: one scored round of its own. Team "empty": an admin and nothing else. One
+    person is an admin of A and of "empty"."""
     app = sqlite_app(tmp_path_factory, "export")
     store = store_for(get_settings().database_url)
     add = lambda email, role, team: service.add_user(store, email, PW, role, team)  # noqa: E731
@@ -76,12 +77,14 @@ def world(tmp_path_factory):
     live.save_narration(store, t3, "The step is")
     r4, _ = live.create(store, iv, scenario="prefill", seed="canonical")  # a no-show: ended, nothing said
     live.end(store, iv, r4.public_id)
-    with store.write() as db:  # a candidate record from `tracedojo demo`, and the gold set
+    with store.write() as db:
         team_a = db.scalar(select(Round.team_id).where(Round.id == r2.id))
-        cand = Candidate(team_id=team_a, code="7F3A", name="Grace Hopper", synthetic=True)
-        db.add(cand)
-        db.flush()
-        db.execute(update(Round).where(Round.id == r2.id).values(candidate_id=cand.id, gold=True))
+        # r2's candidate as `tracedojo demo` makes them, and r2 in the gold set
+        db.execute(update(Candidate).where(Candidate.id == r2.candidate_id).values(name="Grace Hopper", synthetic=True))
+        db.execute(update(Round).where(Round.id == r2.id).values(gold=True))
+        # r4 from before every round had a candidate record (migration 0005 left those without)
+        db.execute(update(Round).where(Round.id == r4.id).values(candidate_id=None, candidate_name="Old Round"))
+        code2 = db.scalar(select(Candidate.code).where(Candidate.id == r2.candidate_id))
 
     b, tb = live.create(store, people["iv_b"], scenario="ddp", seed="canonical", candidate_name="Bartholomew B")
     live.save_narration(store, tb, READS["ddp"]["trap"][0])
@@ -98,7 +101,7 @@ def world(tmp_path_factory):
         clients["candidate"] = stack.enter_context(TestClient(app, follow_redirects=False))
         assert clients["candidate"].get(f"/r/{t3}.json").status_code == 200  # a browser holding a link, no account
         yield {"app": app, "store": store, "clients": clients, "people": people, "team_a": team_a,
-               "a_rounds": [r.public_id for r in (r1, r2, r3, r4)], "b_round": b.public_id}
+               "a_rounds": [r.public_id for r in (r1, r2, r3, r4)], "b_round": b.public_id, "code2": code2}
     get_settings.cache_clear()
     _signer.cache_clear()
 
@@ -244,9 +247,10 @@ def test_the_rows_say_what_the_rounds_were(world, tmp_path):
     rounds = {row[0]: dict(zip(export.TABLES["rounds"].names, row))
               for row in read_back(get_export(a, "rounds", "parquet").content, "rounds", "parquet", tmp_path)[1]}
     r1, r2, r3, r4 = (rounds[p] for p in world["a_rounds"])
-    assert r1["candidate_name"] == "Ada Lovelace" and r1["candidate_code"] is None and not r1["synthetic"]
+    assert r1["candidate_name"] == "Ada Lovelace" and len(r1["candidate_code"]) == 4 and not r1["synthetic"]
     assert (r2["candidate_code"], r2["candidate_name"], r2["synthetic"], r2["gold"]) == \
-           ("7F3A", "Grace Hopper", True, True)
+           (world["code2"], "Grace Hopper", True, True)
+    assert (r4["candidate_code"], r4["candidate_name"], r4["synthetic"]) == (None, "Old Round", False)
     assert r1["auto_total"] >= 80 and r1["auto_recommendation"] == 4
     assert r1["narration_chars"] == len(READS["ddp"]["strong"][0])
     assert r3["ended_at"] is None and r3["auto_total"] is None and r3["seed_kind"] == "secret"
