@@ -86,7 +86,8 @@ ADMIN_A_PAGE = policy(   LOGIN,    LOGIN,    403,  403,  403,  OK)  # the same a
 # report's link, {aid} = the role's own practice attempt (its submitted one for a report; a
 # fresh submitted one to share; under a round, the attempt the candidate attached),
 # {slug} = team A, {qid} = a team A question,
-# {sid}/{seed} = ddp/0, {src} = 0, {tool_id} = nsys-kern-sum, {part} = hints, {tid} = an upload.
+# {sid}/{seed} = ddp/0, {src} = 0, {tool_id} = nsys-kern-sum, {part} = hints, {tid} = an upload,
+# {table}.{fmt} = scorecards.csv.
 TABLE: dict[str, dict] = {
     # The site's public face and the open explorer: public seeds, their keys public by design.
     "GET /openapi.json": OPEN, "GET /docs": OPEN, "GET /docs/oauth2-redirect": OPEN, "GET /redoc": OPEN,
@@ -182,6 +183,11 @@ TABLE: dict[str, dict] = {
     # The candidate's practice history shown to the round's team: the link's holder, with
     # their own browser's attempts (test_practice_share.py: another browser's are refused).
     "GET /api/r/{token}/practice": LINK, "PUT /api/r/{token}/practice": LINK, "DELETE /api/r/{token}/practice": LINK,
+
+    # A team's whole record as files: its admins only. It holds every scorecard, past the
+    # team's blind-scorecard rule (app/review/access.py), and every candidate's name;
+    # reviewers see the team's agreement as aggregates on the calibration page.
+    "GET /api/export/{table}.{fmt}": ADMIN_A,
 }
 
 PW = "correct horse battery"
@@ -359,7 +365,8 @@ def _request(w: World, key: str, role: str, **override) -> tuple[TestClient, str
     write = method != "GET"
     open_aid, done_aid = w.attempts[role]
     values = {"sid": "ddp", "seed": "0", "src": "0", "tool_id": "nsys-kern-sum", "part": "hints", "slug": "a",
-              "tid": w.tid, "path": "css/site.css", "criterion": "findings", "code": w.code, **override}
+              "tid": w.tid, "path": "css/site.css", "criterion": "findings", "code": w.code, "table": "scorecards",
+              "fmt": "csv", **override}
     if "{rid}" in path and "rid" not in values:
         ended = path.endswith(("/scorecard", "/gold")) or "/anchors/" in path  # writes that need an ended round
         values["rid"] = (w.ended if ended else w.practice_round if "/practice/" in path

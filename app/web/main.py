@@ -22,7 +22,8 @@ from app.scenario import InstanceError
 from app.scoring.score import NarrationError, NarrationTooLong
 from app.rounds import candidates, live, questions, wakeup
 from app.web import accounts as accounts_pages
-from app.web import attempts, calibration, candidate, explorer, practice as practice_pages, review, round_practice
+from app.web import attempts, calibration, candidate, explorer, exports, practice as practice_pages, review
+from app.web import round_practice
 from app.web import rounds, traces
 from app.web.deps import SignInFirst, store
 from app.web.security import SecurityMiddleware
@@ -80,6 +81,7 @@ def create_app(migrate: bool = True) -> FastAPI:
     app.include_router(practice_pages.router)
     app.include_router(accounts_pages.router)
     app.include_router(calibration.router)
+    app.include_router(exports.router)
     app.add_middleware(SecurityMiddleware, secure_cookies=settings.secure_cookies)
 
     @app.get("/healthz", include_in_schema=False)
