@@ -23,8 +23,7 @@ from app.scoring.score import NarrationError, NarrationTooLong
 from app.rounds import candidates, live, questions, wakeup
 from app.web import accounts as accounts_pages
 from app.web import attempts, calibration, candidate, explorer, exports, practice as practice_pages, review
-from app.web import round_practice
-from app.web import rounds, traces
+from app.web import round_practice, rounds, traces
 from app.web.deps import SignInFirst, store
 from app.web.security import SecurityMiddleware
 
