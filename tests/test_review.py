@@ -14,15 +14,7 @@ from app.accounts import AccessDenied
 from app.review import access, anchors, compare, replay, view
 from app.rounds import candidates, live
 from tests.calibration import READS
-from tests.test_rounds import staff_in
-
-
-@pytest.fixture
-def store(database_url):
-    from app.db.base import store_for, upgrade_to_head
-
-    upgrade_to_head(database_url)
-    return store_for(database_url)
+from tests.test_rounds import staff_in, store  # noqa: F401 (store: the fixture, on SQLite and PostgreSQL)
 
 
 @pytest.fixture

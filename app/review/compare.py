@@ -13,7 +13,7 @@ import scenarios
 
 from app.accounts import Staff
 from app.db.base import Store
-from app.db.staff import Candidate, Question, Round, RoundEvent
+from app.db.staff import Candidate, Round, RoundEvent
 from app.review import levels
 from app.review.view import scorecards_for
 from app.rounds import candidates, live, questions

@@ -6,7 +6,7 @@
 // EventSource reconnects by itself and resumes from the last id it saw.
 import { drawMarks, marksText } from "./marks.js";
 import { setupViewerPage } from "./viewer-page.js";
-import { readTimer, showHtmxErrors, tickClock, words } from "./live-common.js";
+import { readTimer, showHtmxErrors, showRunOutput, tickClock, words } from "./live-common.js";
 
 const page = JSON.parse(document.getElementById("console-data").textContent);
 const root = document.getElementById("viewer");
@@ -63,15 +63,7 @@ function showNarration() {
   $("[data-words]").textContent = `${n} word${n === 1 ? "" : "s"}`;
 }
 
-async function showRun(run) {
-  const out = $("[data-run-output]");
-  const q = new URLSearchParams(run.options || {}).toString();
-  out.textContent = `running ${run.tool}…`;
-  try {
-    const body = await (await fetch(`${page.tool_base}${encodeURIComponent(run.tool)}${q ? `?${q}` : ""}`)).json();
-    out.textContent = body.error || (body.applicable ? `$ ${body.command}\n${body.output}` : `${body.tool} does not apply here: ${body.reason}`);
-  } catch (e) { out.textContent = `could not fetch the output: ${e.message}`; }
-}
+const showRun = (run) => showRunOutput($("[data-run-output]"), page.tool_base, run);
 function showRuns() {
   $("[data-runs]").replaceChildren(...runs.map((r) => {
     const li = document.createElement("li");

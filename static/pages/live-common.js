@@ -37,3 +37,15 @@ export function showHtmxErrors(errorEl, scope = document) {
 }
 
 export const words = (text) => (text.match(/\S+/g) || []).length;
+
+// A measurement's output as the candidate saw it, fetched again from the round's own tool
+// URL (`toolBase`): the console shows each run as it comes, the review each run replayed.
+export async function showRunOutput(out, toolBase, run) {
+  out.hidden = false;
+  const q = new URLSearchParams(run.options || {}).toString();
+  out.textContent = `running ${run.tool}…`;
+  try {
+    const body = await (await fetch(`${toolBase}${encodeURIComponent(run.tool)}${q ? `?${q}` : ""}`)).json();
+    out.textContent = body.error || (body.applicable ? `$ ${body.command}\n${body.output}` : `${body.tool} does not apply here: ${body.reason}`);
+  } catch (e) { out.textContent = `could not fetch the output: ${e.message}`; }
+}

@@ -5,7 +5,7 @@
 // round's log is a few thousand events: a fold is well under a frame).
 import { drawMarks, marksText } from "./marks.js";
 import { setupViewerPage } from "./viewer-page.js";
-import { showHtmxErrors, words } from "./live-common.js";
+import { showHtmxErrors, showRunOutput } from "./live-common.js";
 
 const page = JSON.parse(document.getElementById("review-data").textContent);
 const $ = (sel) => document.querySelector(sel);
@@ -69,16 +69,7 @@ async function main() {
     $(sel).replaceChildren(...items.map((it) => { const li = document.createElement("li"); li.textContent = text(it); return li; }));
   }
 
-  async function showRun(run) {
-    const out = $("[data-run-output]");
-    out.hidden = false;
-    const q = new URLSearchParams(run.options || {}).toString();
-    out.textContent = `running ${run.tool}…`;
-    try {
-      const body = await (await fetch(`${page.tool_base}${encodeURIComponent(run.tool)}${q ? `?${q}` : ""}`)).json();
-      out.textContent = body.error || (body.applicable ? `$ ${body.command}\n${body.output}` : `${body.tool} does not apply here: ${body.reason}`);
-    } catch (e) { out.textContent = `could not fetch the output: ${e.message}`; }
-  }
+  const showRun = (run) => showRunOutput($("[data-run-output]"), page.tool_base, run);
 
   function render() {
     scrub.value = String(Math.round(t));
