@@ -1,5 +1,5 @@
-"""python -m bench corpus [--part dev|test] [--misses]: the scorer against the blind corpus
-(tests/corpus/blind/), as aggregate figures.
+"""python -m bench corpus [--corpus blind|blind2] [--part dev|test] [--misses]: the scorer
+against a blind corpus (tests/corpus/blind/, tests/corpus/blind2/), as aggregate figures.
 
 Each read is scored on its own instance (no measurements run: the reads only narrate).
 The scorer's total maps to the authors' bands as an interviewer's grades would: 85-100
@@ -24,7 +24,7 @@ import numpy as np
 import scenarios
 from app.scoring.score import score
 
-CORPUS = Path(__file__).resolve().parent.parent / "tests" / "corpus" / "blind"
+CORPORA = Path(__file__).resolve().parent.parent / "tests" / "corpus"
 BAND_FLOORS = (85, 65, 40)  # totals at or above each floor: bands 4, 3, 2; below: 1
 TARGETS = {"false_endorsement": 0.02, "missed_endorsement": 0.10, "qwk": 0.80}
 
@@ -98,15 +98,17 @@ def evaluate(reads: list[dict]) -> tuple[dict, list[dict]]:
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench corpus")
+    ap.add_argument("--corpus", choices=("blind", "blind2"), default="blind",
+                    help="blind: the first corpus (13 kinds); blind2: the second, weighted to endorsements")
     ap.add_argument("--part", choices=("dev", "test"), default="dev")
     ap.add_argument("--misses", action="store_true", help="list the development part's misses, read by read")
     args = ap.parse_args(argv)
     if args.misses and args.part == "test":
         print("the test part is seen only as aggregate figures", flush=True)
         return 2
-    path = CORPUS / f"{args.part}.jsonl"
+    path = CORPORA / args.corpus / f"{args.part}.jsonl"
     if not path.exists():
-        print(f"no {path}: the corpus is not split yet (tests/corpus/blind/README.md)")
+        print(f"no {path}: the corpus is not split yet (tests/corpus/{args.corpus}/README.md)")
         return 2
     reads = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     figures, rows = evaluate(reads)
@@ -129,5 +131,5 @@ def main(argv: list[str]) -> int:
             if wrong_flag or abs(x["band"] - x["predicted"]) >= 2:
                 print(f"  MISS {x['id']}: band {x['band']} -> {x['total']:.0f} ({x['predicted']}), stance {x['stance']}, "
                       f"flagged {x['flagged']}")
-    print(json.dumps({"bench": "corpus", "part": args.part, **figures}))
+    print(json.dumps({"bench": "corpus", "corpus": args.corpus, "part": args.part, **figures}))
     return 0

@@ -13,34 +13,53 @@ import pytest
 
 import scenarios
 
-HERE = Path(__file__).resolve().parent / "corpus" / "blind"
-KINDS = {"expert", "terse_expert", "trap_endorsing", "entertain_then_correct", "disordered", "vague", "bullet_list",
-         "spoken_transcript", "non_native", "hedging", "very_long", "very_short", "rejects_trap_in_other_words"}
+ROOT = Path(__file__).resolve().parent / "corpus"
+# corpus -> (its kinds, at least this many reads, at least this many seeds per scenario)
+CORPORA = {
+    "blind": ({"expert", "terse_expert", "trap_endorsing", "entertain_then_correct", "disordered", "vague",
+               "bullet_list", "spoken_transcript", "non_native", "hedging", "very_long", "very_short",
+               "rejects_trap_in_other_words"}, 300, 4),
+    "blind2": ({"expert", "trap_endorsing", "endorse_indirect", "endorse_obvious_move", "endorse_hedged",
+                "endorse_wrong_cause", "endorse_bullets", "endorse_transcript", "entertain_then_correct",
+                "rejects_trap_in_other_words", "reject_terse", "mention_only", "vague", "non_native_endorse"}, 250, 3),
+}
 STANCES = {"endorse", "reject", "entertain_then_reject", "mention", "none"}
 
 
-def _parts() -> dict[str, list[dict]]:
-    return {p: [json.loads(line) for line in (HERE / f"{p}.jsonl").read_text().splitlines() if line.strip()]
+def _parts(name: str) -> dict[str, list[dict]]:
+    here = ROOT / name
+    if not (here / "test.jsonl").exists():
+        pytest.skip(f"the {name} corpus is not split yet")
+    return {p: [json.loads(line) for line in (here / f"{p}.jsonl").read_text().splitlines() if line.strip()]
             for p in ("dev", "test")}
 
 
-pytestmark = pytest.mark.skipif(not (HERE / "test.jsonl").exists(), reason="the blind corpus is not split yet")
-
-
-def test_the_corpus_covers_every_scenario_seed_and_kind():
-    reads = [r for rows in _parts().values() for r in rows]
-    assert len(reads) >= 300
+@pytest.mark.parametrize("name", CORPORA)
+def test_the_corpus_covers_every_scenario_seed_and_kind(name):
+    kinds, least, seeds_each = CORPORA[name]
+    reads = [r for rows in _parts(name).values() for r in rows]
+    assert len(reads) >= least
     seeds = {sid: {r["seed"] for r in reads if r["scenario"] == sid} for sid in scenarios.REGISTRY}
-    assert all(len(s) >= 4 for s in seeds.values()), seeds
-    assert {r["kind"] for r in reads} == KINDS
+    assert all(len(s) >= seeds_each for s in seeds.values()), seeds
+    assert {r["kind"] for r in reads} == kinds
     assert all(r["band"] in (1, 2, 3, 4) and r["stance"] in STANCES and isinstance(r["timed"], bool) for r in reads)
     assert all(r["text"].strip() for r in reads)
     assert Counter(r["id"] for r in reads).most_common(1)[0][1] == 1
 
 
-def test_each_read_sits_in_the_part_the_rule_gives_it():
-    spec = importlib.util.spec_from_file_location("split", HERE / "split.py")
+@pytest.mark.parametrize("name", CORPORA)
+def test_each_read_sits_in_the_part_the_rule_gives_it(name):
+    parts = _parts(name)
+    spec = importlib.util.spec_from_file_location(f"split_{name}", ROOT / name / "split.py")
     split = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(split)
-    for name, rows in _parts().items():
-        assert all(split.part(r["id"]) == name for r in rows)
+    for part, rows in parts.items():
+        assert all(split.part(r["id"]) == part for r in rows)
+
+
+def test_no_read_is_in_two_corpora():
+    """A later corpus is new reads: none of its ids or texts repeats an earlier one's."""
+    seen = [{(r["id"], r["text"]) for rows in _parts(name).values() for r in rows} for name in CORPORA]
+    ids = [{i for i, _ in s} for s in seen]
+    texts = [{t for _, t in s} for s in seen]
+    assert not ids[0] & ids[1] and not texts[0] & texts[1]
