@@ -50,9 +50,9 @@ STAGE_PATTERNS = {
 # side, in its clause); a verdict counts anywhere in the sentence.
 NEGATION = r"(\bnot\b|n't\b|\bno\b|\bnever\b|\bcannot\b|\bnor\b|\brather than\b|\binstead of\b|\bnowhere near\b)"
 VERDICT = (
-    r"\b(don't|do not|wouldn't|would not) (buy|trust)\b", r"\b(math|arithmetic|numbers?) (checks|holds|adds up)\b", r"\bset(ting)? (it |that |this )?aside\b", r"\blies\b",
-    r"\brule[sd]?\b.{0,15}\bout\b", r"\brather than\b", r"\binstead of\b", r"\btempting\b", r"\bred herring\b",
-    r"\bdistraction\b", r"\breject\w*", r"\bconsider(ed)?\b", r"\bunlikely\b", r"\bimplausible\b",
+    r"\b(don't|do not|wouldn't|would not) (buy|trust)\b", r"\b(math|arithmetic|numbers?) (checks|holds|adds up)\b", r"\b(set|setting|put|putting|leave|leaving) (\w+\W+){0,4}aside\b", r"\blies\b",
+    r"\brule[sd]?\b.{0,15}\bout\b", r"\b(cross|crossed|write|wrote|written) (\w+\W+){0,4}off\b", r"\btempting\b",
+    r"\bred herring\b", r"\bdistraction\b", r"\breject\w*", r"\bconsidered and\b", r"\bunlikely\b", r"\bimplausible\b",
     r"\bnot plausible\b", r"\bdismiss\w*", r"\b(doesn't|does not|can't|cannot|couldn't|won't) (explain|produce|account|"
     r"add up|make|cause|give|close|fit|reach|matter|be)\b", r"\bnowhere near\b", r"\bfar (from|short of)\b",
     r"\bchecks out\b", r"\bmisleading\b", r"\bwrong\b", r"\bthe trap\b", r"\bnot the (bug|problem|cause|issue|bottleneck)\b",
@@ -60,6 +60,7 @@ VERDICT = (
     r"buys?|gets?|moves?|saves?)\b", r"\bwould only\b", r"\boverrule\w*", r"\bdoesn't (hold|fit|survive)\b", r"\bnope\b",
     r"^\W*(not|no)\b", r"\b(don't|doesn't|won't) (move|change|help)\b", r"\bnot (broken|pathological|the bug)\b",
     r"\bi disagree\b", r"\bis (fine|acceptable|reasonable|healthy|normal|unremarkable|real)\b",
+    r"\b(that's|that is|it's|it is|this is) not (it|that|the (one|answer|story))\b", r"\bat best\b",
 )
 # A verdict that opens the next sentence: "No." "Not plausible." "That doesn't hold."
 VERDICT_OPENING = (r"^\W*(no\b|not\b|nope\b|wrong\b|but\b|i disagree|arithmetic first|do the (math|arithmetic)|"
@@ -74,6 +75,8 @@ HYPOTHESIS = (
     r"\bshould (i|we) blame\b", r"\bcould (it|this|that|rank \d+|the \w+) (just )?(be|have)\b", r"\?",
     r"\bbefore (anyone|we|you)\b", r"\bfirst (thought|guess|instinct)\b", r"\bit (looks|seems) like\b",
     r"\b(either|means|could be|might be|would be)\b.{0,40}\bor\b", r"\bhypothes\w+",
+    # a course nearly taken: "I was about to suggest INT4", "my instinct was to go after syncs"
+    r"\b(was|were) (about|going) to\b", r"\bwould have\b", r"\bmy (instinct|initial|first)\b",
 )
 # Endorsing it: the speaker's own cause or fix, said as such.
 ENDORSE = (
@@ -86,6 +89,16 @@ ENDORSE = (
     r"\bgets? us (back|most)\b", r"\bclose the gap\b", r"^\W*fix\b", r"\b(take out|get rid of|turn off)\b",
     r"\bi think\b", r"\bmy (guess|bet|recommendation)\b", r"\brecommend\w*\b", r"\bthe (play|move|lever|answer) is\b",
     r"\bsmells like\b", r"\bthat's it\b", r"\b(fairly|pretty|quite) sure\b", r"(->|→|=>)",
+    # proposing the course: "the obvious move is", "first thing I'd do", "I suggest", "Action:"
+    r"\bobvious (move|fix|step|thing|lever|win|answer|next step)\b", r"\bfirst thing\b", r"\bi (suggest|propose)\b",
+    r"\bsuggest\w*\b", r"\bthe (plan|action|next step|priority|remedy) is\b", r"^\W*(actions?|conclusion|diagnosis|verdict|"
+    r"cause|root cause|fix|plan|next steps?|recommendation)\s*:", r"\bgo (after|with|for)\b", r"\battack\w*\b",
+    r"\bfocus (on|is)\b",
+    # saying it is the cause: a causal verb with the trap as its subject
+    r"\b(is|are|was|were) (hurting|killing|stalling|slowing|eating|choking|starving|throttling|limiting|holding|"
+    r"dragging|capping|bottlenecking|costing)\b", r"\b(hurts|kills|stalls|slows|chokes|starves|throttles|limits|drains|"
+    r"costs|caps|explains)\b", r"\b(has|have) (a |some )?(problem|issue)s?\b", r"\b(is|are) (broken|misconfigured|degraded|"
+    r"saturated|too slow|the slow part|underperforming)\b", r"\bi (suspect|believe|bet)\b",
 )
 
 # An endorsement said without commitment: hedged and proposing nothing, or a fix on the
@@ -93,10 +106,24 @@ ENDORSE = (
 # asks for a review and does not cap (capping a strong read costs far more than missing a
 # weak one). A proposed action (COMMIT) is commitment whatever the hedge.
 HEDGE = (r"\b(could|might|may)\b", r"\bmaybe\b", r"\bperhaps\b", r"\bpossibl[ey]\b", r"\bi guess\b",
-         r"\bnot (sure|certain)\b", r"\bi suppose\b")
+         r"\bnot (sure|certain)\b", r"\bi suppose\b", r"\bprobabl[ey]\b", r"\blikely\b", r"\bi suspect\b",
+         r"\bmy (guess|hunch)\b", r"\bseems?\b")
+# Looking into it, not backing it: "I'd check whether X", "is X related?", "open
+# question": the trap posed for a measurement to settle, which is what a good read does.
+# Said before the mention (what is checked is the trap), not after it ("run nccl-tests to
+# see if ..." is the trap's own course).
+INVESTIGATE = (r"\b(check|verify|confirm|see|test|find out|look (at|into)|investigate|measure|figure out|ask|know)\b"
+               r".{0,40}\b(whether|if)\b", r"\bworth (checking|a look|looking|ruling)\b", r"\bopen questions?\b",
+               r"\bwant (more data|to know|to see|to check|to confirm)\b", r"\bto rule (it|that|this) out\b")
+# Put off: a course for later, once more is known.
+DEFER = (r"\b(later|at some point|eventually)\b", r"\bbefore (committing|deciding|saying|concluding|blaming)\b",
+         r"\bmore data\b")
+# A fault said with a negation: "isn't being detected right", "not configured properly".
+FAULT = (r"\b(not|n't)\b(\s+\w+){0,4}\s+(right|correct(ly)?|properly|as expected)\b",)
 COMMIT = (r"\bwe should\b", r"\bi'd\b", r"\bi would\b", r"\blet's\b", r"\bneed to\b", r"\bmust\b", r"\bthe fix\b",
           r"\bfix (it|this)\b", r"\brecommend\w*\b", r"\b(so|and) (remove|drop|cut|add|switch|replace|tune|autotune|"
-          r"retune|try|quantize|run|check)\b", r"\bthe (play|move|lever|answer) is\b")
+          r"retune|try|quantize|run|check)\b", r"\bthe (play|move|lever|answer) is\b", r"\bobvious (move|fix|step)\b",
+          r"\bi (suggest|propose)\b", r"^\W*(actions?|fix|plan|next steps?)\s*:")
 SECONDARY = (r"\bwhile (we're|we are|i'm|i am) at it\b", r"\bon top\b", r"\bas a bonus\b", r"\bnice to have\b",
              r"\bsecondary\b", r"\bminor (thing|cleanup|fix)\b")
 # A read taking back what it said: a later rejection of the trap counts as a correction

@@ -214,12 +214,20 @@ RUN_ON_WORDS = 45  # a "sentence" longer than this is speech without punctuation
 FRAME_WORDS = 6  # "Fix:", "My bet -", "Then the fix is kernel-side:": a frame, not a claim of its own
 
 
+# Where speech without stops starts its next thought: "... so i'd check the clocks", "... um
+# and then", "... but". Only past the mention's first few words (", so it's not NCCL").
+_SPOKEN_TURN = re.compile(r"\s(so|but|um+|uh+|and then|anyway|okay|right)\s", re.I)
+
+
 def _window(read: Read, i: int, m_start: int, m_end: int) -> str:
     """In a run-on transcript with no stops, the words around a mention (an endorsing
-    word 300 characters away in the same breath says nothing about it)."""
+    word 300 characters away in the same breath says nothing about it), up to where the
+    speaker turns to the next thought."""
     s = read.sents[i]
     before = read.text[s.start:m_start].split()[-WINDOW_WORDS[0]:]
-    after = read.text[m_end:s.end].split()[:WINDOW_WORDS[1]]
+    rest = read.text[m_end:s.end]
+    turn = next((t for t in _SPOKEN_TURN.finditer(rest) if len(rest[:t.start()].split()) >= 4), None)
+    after = (rest[:turn.start()] if turn else rest).split()[:WINDOW_WORDS[1]]
     return " ".join(before + [read.text[m_start:m_end]] + after)
 
 
@@ -237,7 +245,7 @@ def _claim(read: Read, i: int, clause: Span, rubric: Rubric) -> str:
     # a dash announces the clause after it, and belongs to its claim
     if k and len(parts[k - 1].text.split()) <= FRAME_WORDS and re.search(
             r"[:—–]|\s-\s", read.text[parts[k - 1].end:clause.start]):
-        out.insert(0, parts[k - 1].text)
+        out.insert(0, read.text[parts[k - 1].start:clause.start].strip())  # with its colon: "Action:" says what follows is
     for prev, nxt in zip(parts[k:], parts[k + 1:]):
         if not _CONTINUES.match(read.text[prev.end:nxt.start + 1] if nxt.start > prev.end else ""):
             break
@@ -269,10 +277,13 @@ def _classify(read: Read, i: int, clause: Span, m_start: int, m_end: int, rubric
     # a verdict in a clause that denies the true cause ("... and the data loading can't be it")
     # is about the cause, not about the trap
     verdict = None if _clause_denies_cause(clause.text, rubric) else _has(lexicon.VERDICT, around)
-    here = negated(clause.text, m_start - clause.start, m_end - clause.start)
+    # "the NVLink topology isn't being detected right": a negation that says something is
+    # broken asserts the fault, it does not deny it
+    fault = _has(lexicon.FAULT, after_mention[:80])
+    here = negated(clause.text, m_start - clause.start, m_end - clause.start) and not fault
     posed = _has(lexicon.HYPOTHESIS, read.text[max(s.start, m_start - 200):m_end]) or _has(lexicon.HYPOTHESIS, clause.text)
     answered = any(re.match(lexicon.VERDICT_OPENING, f, re.I) or _has(lexicon.VERDICT, f) for f in follow[:1])
-    endorse = _has(lexicon.ENDORSE, around)
+    endorse = _has(lexicon.ENDORSE, around) or fault
     # "X, I know that's what people point at, but that counter only asks ...": a concession
     # turned by a contrast, unless what follows the contrast proposes the trap's course
     turn = re.search(r"\b(but|however|though|yet)\b", after_mention, re.I)
@@ -283,14 +294,34 @@ def _classify(read: Read, i: int, clause: Span, m_start: int, m_end: int, rubric
         return "rejected", arith
     if answered and not endorse:
         return "rejected", arith
+    # a question ("are the GC pauses related?", "would a replica help?") or a check to make
+    # ("I'd want to check whether NCCL ...") poses the trap: that is not backing it
+    checked = _has(lexicon.INVESTIGATE, around)
+    if s.text.rstrip().endswith("?") or (checked and around.find(mention) > checked.start()) or \
+            _has(lexicon.DEFER, around):
+        return "named", False
     # "it could possibly be the copy": an attribution, hedged
     leaning = re.search(r"\b(could|might|may)\b(\s+\w+){0,2}\s+be\b(\s+\w+){0,3}\s*$",
                         read.text[max(clause.start, m_start - 60):m_start], re.I)
     if endorse or leaning:
         side = _has(lexicon.SECONDARY, around)
-        unsure = leaning or (_has(lexicon.HEDGE, around) and not _has(lexicon.COMMIT, around))
+        # "I'd probably start with the copy": a commitment hedged in the same breath is unsure too
+        unsure = leaning or (_has(lexicon.HEDGE, around) and (not _has(lexicon.COMMIT, around) or re.search(
+            r"\b(i'd|i would|we should|we'd|i will|i'll)\s+(probably|maybe|likely|perhaps)\b", around, re.I)))
         return ("tentative" if side or unsure else "endorsed"), False
     return "named", False
+
+
+def _mentions(patterns, text: str) -> list[tuple[int, int]]:
+    """Every place the patterns match in a clause, in order, overlaps kept once: a clause
+    of a run-on transcript can name the trap three times, and the last may be the claim."""
+    found = sorted((m.start(), m.end()) for p in patterns for m in re.finditer(p, text, re.I) if m.end() > m.start())
+    out: list[tuple[int, int]] = []
+    for a, b in found:
+        if out and a < out[-1][1]:
+            continue
+        out.append((a, b))
+    return out
 
 
 def _corrects(read: Read, pos: int) -> bool:
@@ -310,12 +341,17 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict) -> tuple[dict, bool, s
         mentions = []  # (start, end, kind, arith, sentence) in reading order
         for i, s in enumerate(read.sents):
             for c in clauses(s):
-                m = _has(pats, c.text) if pats else None
-                if m:
-                    a, b = c.start + m.start(), c.start + m.end()
+                for ma, mb in _mentions(pats, c.text):
+                    a, b = c.start + ma, c.start + mb
                     mentions.append((a, b, *_classify(read, i, c, a, b, rubric), s))
         for k, (a, b, kind, arith, s) in enumerate(mentions):
-            retracted = any(later[2] == "rejected" and _corrects(read, later[0]) for later in mentions[k + 1:])
+            # taken back: a rejection of the same trap in a later sentence that says so ("actually,
+            # no"), does the arithmetic that kills it, or proposes nothing itself (not "I'd run
+            # nccl-tests and make sure NVLink isn't falling back": that negation is part of the
+            # course); the read's last word on the trap stands
+            retracted = any(later[2] == "rejected" and later[4].start > s.start and (
+                _corrects(read, later[0]) or later[3] or not _has(lexicon.COMMIT, later[4].text))
+                for later in mentions[k + 1:])
             if kind == "rejected":
                 pts = w["trap"] if arith else w["trap"] * 2 / 3
                 why = "rejected with arithmetic" if arith else "rejected, without the arithmetic"
