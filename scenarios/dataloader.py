@@ -789,7 +789,7 @@ scenario = Scenario(
     rubric=Rubric(
         root_cause=(
             (r"(input|data) ?(pipeline|loader|loading)", r"data ?loader", r"starv\w*", r"__next__", r"next\(",
-             r"waiting (on|for) (the )?(data|input|batch\w*|python|cpu|loader)", r"(jpeg|image) decod\w*"),
+             r"waiting (on|for) (the )?(data|input|batch\w*|python|cpu|loader|images?|samples?)", r"(jpeg|image) decod\w*"),
             (r"(too few|only (2|two)|2|two) (data ?loader )?workers", r"\bsupply\b", r"img/s|images/s|images per second",
              r"num_workers", r"workers? (are|is) (pegged|saturated|maxed|the bottleneck)"),
         ),

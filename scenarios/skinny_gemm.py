@@ -894,6 +894,7 @@ scenario = Scenario(
                                    r"kernel tuning", r"tun\w+ the (gemm|kernel)", r"\bautotun\w*", r"sweep cublas\w*",
                                    r"occupancy"),
                "nccl_is_the_bottleneck": (r"nccl.{0,60}(bottleneck|slow|problem)", r"comm\w*.{0,20}(bottleneck|problem|culprit)",
+                                          r"\b(comm\w*|nccl)\b.{0,30}\b(fight\w*|compet\w*|steal\w*|contend\w*)\b",
                                           r"\b(comm\w*|nccl|reduce-scatter\w*)\b.{0,40}\b(ceiling|critical path|gat\w+|limit\w*)\b",
                                           r"\bcut (the )?comm\w*", r"\bgated by\b", r"nccl_algo")},
         also_confirms=("gemm-microbench",),

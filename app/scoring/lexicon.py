@@ -48,14 +48,19 @@ STAGE_PATTERNS = {
 
 # Rejecting a hypothesis. A negation counts when it governs the mention (a few words either
 # side, in its clause); a verdict counts anywhere in the sentence.
-NEGATION = r"(\bnot\b|n't\b|\bno\b|\bnever\b|\bcannot\b|\bnor\b|\brather than\b|\binstead of\b|\bnowhere near\b)"
+# Speech written down drops apostrophes ("its not nccl", "that doesnt fit"): the
+# contractions are listed whole, since "nt" alone ends "percent" and "want".
+BARE_NOT = r"\b(dont|cant|isnt|wont|doesnt|didnt|wasnt|arent|werent|couldnt|wouldnt|shouldnt|hasnt|havent|aint)\b"
+NEGATION = (r"(\bnot\b|n't\b|\bno\b|\bnever\b|\bcannot\b|\bnor\b|\brather than\b|\binstead of\b|\bnowhere near\b|"
+            + BARE_NOT + ")")
 VERDICT = (
     r"\b(don't|do not|wouldn't|would not) (buy|trust)\b", r"\b(math|arithmetic|numbers?) (checks|holds|adds up)\b", r"\b(set|setting|put|putting|leave|leaving) (\w+\W+){0,4}aside\b", r"\blies\b",
     r"\brule[sd]?\b.{0,15}\bout\b", r"\b(cross|crossed|write|wrote|written) (\w+\W+){0,4}off\b", r"\btempting\b",
     r"\bred herring\b", r"\bdistraction\b", r"\breject\w*", r"\bconsidered and\b", r"\bunlikely\b", r"\bimplausible\b",
     r"\bnot plausible\b", r"\bdismiss\w*", r"\b(doesn't|does not|can't|cannot|couldn't|won't) (explain|produce|account|"
     r"add up|make|cause|give|close|fit|reach|matter|be)\b", r"\bnowhere near\b", r"\bfar (from|short of)\b",
-    r"\bchecks out\b", r"\bmisleading\b", r"\bwrong\b", r"\bthe trap\b", r"\bnot the (bug|problem|cause|issue|bottleneck)\b",
+    r"\bchecks out\b", r"\bmisleading\b", r"\b(that's|thats|that is|this is|which is|would be|is just) wrong\b",
+    r"\bwrong (guess|answer|call|suspect|tree|lead|conclusion|read)\b", r"\bthe trap\b", r"\bnot the (bug|problem|cause|issue|bottleneck)\b",
     r"\bisn't (the|broken|slow|it|what|why)\b", r"\bis not (the|broken|slow|it|what|why)\b", r"\bonly (explains?|accounts? for|"
     r"buys?|gets?|moves?|saves?)\b", r"\bwould only\b", r"\boverrule\w*", r"\bdoesn't (hold|fit|survive)\b", r"\bnope\b",
     r"^\W*(not|no)\b", r"\b(don't|doesn't|won't) (move|change|help)\b", r"\bnot (broken|pathological|the bug)\b",
@@ -99,6 +104,10 @@ ENDORSE = (
     r"dragging|capping|bottlenecking|costing)\b", r"\b(hurts|kills|stalls|slows|chokes|starves|throttles|limits|drains|"
     r"costs|caps|explains)\b", r"\b(has|have) (a |some )?(problem|issue)s?\b", r"\b(is|are) (broken|misconfigured|degraded|"
     r"saturated|too slow|the slow part|underperforming)\b", r"\bi (suspect|believe|bet)\b",
+    r"\bwhat'?s (eating|killing|hurting|slowing|stalling|holding)\b",
+    r"\b(the team|they|people|everyone|you|he|she)('re| are| is| was| were) right\b",
+    r"\bid (go|run|do|look|check|start|try|flip|suggest|bet|rather|expect|add|fix|move|tune|switch|turn|use|put|"
+    r"recommend|bump|increase|change|restructure|attack|focus|push|size|scale|retune|rerun|profile|make|get|set)\b",
 )
 
 # An endorsement said without commitment: hedged and proposing nothing, or a fix on the
@@ -119,8 +128,9 @@ INVESTIGATE = (r"\b(check|verify|confirm|see|test|find out|look (at|into)|invest
 DEFER = (r"\b(later|at some point|eventually)\b", r"\bbefore (committing|deciding|saying|concluding|blaming)\b",
          r"\bmore data\b")
 # A fault said with a negation: "isn't being detected right", "not configured properly".
-FAULT = (r"\b(not|n't)\b(\s+\w+){0,4}\s+(right|correct(ly)?|properly|as expected)\b",)
-COMMIT = (r"\bwe should\b", r"\bi'd\b", r"\bi would\b", r"\blet's\b", r"\bneed to\b", r"\bmust\b", r"\bthe fix\b",
+FAULT = (r"\b(not|n't)\b(\s+\w+){0,4}\s+(right|correct(ly)?|properly|as expected)\b",
+         r"\b(came back|configured|set up|wired|detected|negotiat\w*|tuned|built) (\w+ )?wrong\b")
+COMMIT = (r"\bwe should\b", r"\bi'd\b", r"\bid (go|run|do|try|flip|fix|tune|switch|turn|use|add|bump|retune)\b", r"\bi would\b", r"\blet's\b", r"\bneed to\b", r"\bmust\b", r"\bthe fix\b",
           r"\bfix (it|this)\b", r"\brecommend\w*\b", r"\b(so|and) (remove|drop|cut|add|switch|replace|tune|autotune|"
           r"retune|try|quantize|run|check)\b", r"\bthe (play|move|lever|answer) is\b", r"\bobvious (move|fix|step)\b",
           r"\bi (suggest|propose)\b", r"^\W*(actions?|fix|plan|next steps?)\s*:")

@@ -206,7 +206,8 @@ def negated(clause: str, start: int, end: int) -> bool:
                 # "ca"/"wo": can't and won't split as ca + n't, wo + n't
                 or re.match(r"^\W*(\w+\W+){0,2}?(is|are|was|were|does|do|did|can|could|would|ca|wo)?\W*(not\b|n't\b)",
                             after, re.I)
-                or re.match(r"^\W*n't\b", after, re.I))
+                or re.match(r"^\W*n't\b", after, re.I)
+                or re.match(r"^\W*(\w+\W+){0,2}?" + lexicon.BARE_NOT, after, re.I))
 
 
 WINDOW_WORDS = (12, 25)  # words before and after a mention that decide its stance in a run-on sentence
