@@ -278,7 +278,11 @@ scenario = Scenario(
                              r"(slow|broken|bad|misconfigured) (nccl|nvlink|interconnect)", r"blam\w+ (nccl|nvlink|the network)",
                              r"nvlink", r"nccl-tests",
                              r"\b(not|isn't|it's not|wasn't) (the )?(nccl|nvlink|network|wire)\b", r"\bnccl (isn't|is not|wasn't)\b",
-                             r"(slow|bad|degraded) (interconnect|network|links?)"),
+                             r"(slow|bad|degraded) (interconnect|network|links?)",
+                             r"\b(interconnect|fabric|nvlink|nccl)\b.{0,25}\b(misconfigur\w*|degraded|underperform\w*|"
+                             r"under-perform\w*|the (problem|bottleneck|culprit))",
+                             r"\b(tune|retune|tweak) (the )?nccl\b", r"\bnccl_(algo|proto|min_nchannels|nthreads|buffsize)\b",
+                             r"\bwrong (nccl )?protocol\b"),
                "no_sync": (r"no_sync", r"(never|not) (being )?(synchroni[sz]\w*|synced)", r"grad(ient)? accumulation")},
         also_confirms=("ddp-debug",),
     ),

@@ -754,10 +754,15 @@ scenario = Scenario(
         ),
         fix=(r"cuda[- ]?graph\w*", r"torch\.compile", r"reduce-overhead", r"\bcaptur\w*"),
         traps={"optimize_gemms": (r"(tune|optimi[sz]\w*|faster|improve|speed up) .{0,20}(gemm|gemv|matmul)s?", r"tile sizes?",
-                                  r"quantiz\w*", r"(gemm|gemv)s? (cheaper|faster)", r"\bint4\b", r"\bawq\b|\bgptq\b|\bmarlin\b"),
+                                  r"quantiz\w*", r"(gemm|gemv)s? (cheaper|faster)", r"\bint4\b", r"\bawq\b|\bgptq\b|\bmarlin\b",
+                                  r"\b(gemm|gemv|matmul)s? (are|is) (slow|inefficient|the (bottleneck|problem))\b",
+                                  r"\bbottlenecked by\b.{0,30}\b(weights?|gemvs?|gemms?)\b",
+                                  r"\bweight (traffic|bandwidth|bytes|reads?)\b.{0,20}\b(bottleneck|problem|limit\w*)\b"),
                "item_sync": (r"\.item\(\)", r"\bitem\b.{0,60}\bsync\w*", r"sync\w* (at the end|per token|stall\w*)",
                              r"aten::item", r"(remove|drop) the \.?item"),
-               "gpu_saturated": (r"nvidia-smi", r"100 ?% util\w*", r"gpu (is )?saturated", r"faster gpu")},
+               "gpu_saturated": (r"nvidia-smi", r"100 ?% util\w*", r"gpu (is )?saturated", r"faster gpu",
+                                 r"\b(gpu|device)s? (is |are )?(maxed|pegged|fully busy|at (its )?limit)\b",
+                                 r"\b(bigger|newer) gpus?\b|\bupgrade the gpus?\b")},
         also_confirms=("cuda-graph",),
         skip_stages=("overlap",),  # one GPU, no communication: nothing to overlap
         # the busy/idle split and the per-kernel means, said to within a fifth, tell the same story
