@@ -25,7 +25,12 @@ import scenarios
 from app.scoring.score import score
 
 CORPORA = Path(__file__).resolve().parent.parent / "tests" / "corpus"
-BAND_FLOORS = (85, 65, 40)  # totals at or above each floor: bands 4, 3, 2; below: 1
+# Totals at or above each floor: bands 4, 3, 2; below: 1. Where a total of the scorer's
+# scale falls in an interviewer's four bands is a cut-score choice, made on the development
+# parts alone: the floors that maximise the smaller of the two corpora's kappas on their dev
+# parts (a 5-point grid; was 85/65/40, set by hand before the corpora existed). The test
+# parts are then scored with it as with any other rule.
+BAND_FLOORS = (70, 60, 40)
 TARGETS = {"false_endorsement": 0.02, "missed_endorsement": 0.10, "qwk": 0.80}
 
 
