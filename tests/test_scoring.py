@@ -297,3 +297,66 @@ def test_in_a_run_on_transcript_only_the_words_near_a_mention_decide_its_stance(
     r = run("ddp", f"so the step is about six hundred milliseconds {filler} you might think nccl but no the link "
                    f"runs at full speed {filler} um the fix is to overlap the all reduce with backward")
     assert not r["trap_endorsed"]
+
+
+def test_one_said_number_states_one_observation():
+    """Straggler's wait (194.97 ms) and excess compute (194.88 ms) are the same number to a
+    speaker: "195 ms" is credited once, to the observation its clause is about."""
+    r = run("straggler", "Every other rank waits 195 ms inside the all-reduce for rank 3. The step is 612 ms.")
+    findings = crit(r, "findings")["evidence"]
+    said = [e["text"] for e in findings]
+    assert said.count("195 ms") == 1, findings
+    assert "wait" in next(e["reason"] for e in findings if e["text"] == "195 ms")
+
+
+# -- stance, second pass (issue 12): each case written here, not taken from a corpus -------
+
+STRONG_DDP_TAIL = (" The all-reduce is not overlapped with backward: DDP's bucket hooks never fire, so the fix is "
+                   "to restore bucketing so 175 ms of comm hides under the 270 ms backward, 622 to about 447 ms.")
+
+
+@pytest.mark.parametrize("rejection", [
+    "I'd set the NCCL-is-slow theory aside quickly: 28 GB over the ring in 175 ms is 160 GB/s, a healthy ring.",
+    "A slow NCCL is a red herring here, 160 GB/s is what the ring should give.",
+    "Blaming NCCL is the wrong call, the bandwidth is fine at 160 GB/s.",
+    "its not nccl the ring does 160 gigs a second which is fine",
+])
+def test_rejections_that_wrap_or_drop_their_words(rejection):
+    r = run("ddp", "The step is 622 ms with a 175 ms idle gap. " + rejection + STRONG_DDP_TAIL)
+    assert not r["trap_endorsed"] and crit(r, "trap")["score"] >= 10, r["review_reason"]
+
+
+@pytest.mark.parametrize("endorsement", [
+    "The obvious move is to retune NCCL: NCCL_ALGO=Tree and more channels.",
+    "Action: run nccl-tests and fix the NCCL configuration.",
+    "I suggest to check NVLink and tune NCCL, the interconnect is the problem.",
+    "the team is right nccl got slow so id run nccl tests and retune it",
+    "NCCL came back misconfigured after the driver update; retune NCCL_PROTO and the all-reduce drops to 80 ms.",
+])
+def test_endorsements_said_as_a_course_or_a_fault(endorsement):
+    r = run("ddp", "The step is 622 ms and the last 175 ms is one all-reduce. " + endorsement)
+    assert r["trap_endorsed"] and r["total"] <= 40
+
+
+@pytest.mark.parametrize("posed", [
+    "Is NCCL slow here? I'd want more data first.",
+    "One thing I'd check later is whether NCCL is performing as expected, maybe with nccl-tests.",
+    "Open question: could the NVLink topology matter?",
+])
+def test_a_trap_posed_as_a_question_or_a_check_is_not_endorsed(posed):
+    r = run("ddp", "The step is 622 ms with a 175 ms all-reduce at the end. " + posed)
+    assert not r["trap_endorsed"]
+
+
+def test_a_rejection_in_a_later_sentence_takes_the_first_instinct_back():
+    """No "actually", no "wait": the later arithmetic is the correction."""
+    r = run("ddp", "My instinct was to retune NCCL because the all-reduce takes 175 ms. 28 GB through the ring "
+                   "in 175 ms is 160 GB/s, which NVLink does easily, so the link is not the problem." + STRONG_DDP_TAIL)
+    assert not r["trap_endorsed"]
+
+
+def test_instead_of_negates_only_what_follows_it():
+    """"INT4 instead of INT8" prefers INT4: the GEMV course endorsed, not rejected."""
+    r = run("launch-bound", "One token takes 34 ms. The obvious move is to quantize the weights to INT4 instead of "
+                            "INT8 so each token reads half the bytes.")
+    assert r["trap_endorsed"]

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from app.scoring import lexicon
-from app.scoring.numbers import Quantity, matches, quantities
+from app.scoring.numbers import Quantity, key_value, matches, quantities
 from app.scoring.rubric import Rubric
 from app.scoring.text import Span, clauses, find, sentences
 
@@ -20,6 +20,7 @@ LABELS = {"discipline_order": "Discipline order", "findings": "Findings with num
 MAX_CHARS = 20_000  # a 60-second read is ~1,000 characters; a long written one ~5,000
 TRAP_CAP = 40  # endorsing the trap caps the total here
 FULL_FINDINGS = 0.7  # share of the model answer's numbers that earns full findings marks
+FULL_FINDINGS_MAX = 7  # ... and at most this many: a spoken minute holds about seven numbers
 INVERSION = 0.4  # each pair of stages said out of order costs this share of a stage's points
 # Observations that belong to the fix, scored under fix_win rather than findings.
 FIX_IDS = {"expected_step_ms", "speedup"}
@@ -115,12 +116,24 @@ def _cue_rx(obs: dict, rubric: Rubric) -> re.Pattern:
     return re.compile("|".join(f"(?:{w})" for w in words), re.I) if words else re.compile(r"(?!x)x")
 
 
+def _closeness(q: Quantity, o: dict) -> float:
+    """How far a said quantity is from an observation's value, as a share of it (0: exact
+    or inside a said range)."""
+    v, _ = key_value(o["value"], o["unit"])
+    if q.low <= v <= q.high:
+        return 0.0
+    return min(abs(v - q.low), abs(v - q.high)) / max(abs(v), 1e-9)
+
+
 def stated(read: Read, observations: list[dict], rubric: Rubric) -> dict[str, tuple[Quantity, dict]]:
-    """Observation id -> the first quantity that states it: the value within tolerance and
-    the clause (or, failing that, the sentence) about that quantity."""
+    """Observation id -> the quantity that states it: the value within tolerance and the
+    clause (or, failing that, the sentence) about that quantity. One said number states one
+    observation, the one it fits best (its cue in the number's own clause first, then the
+    closer value): "175 ms" is the idle or the all-reduce, not both, and a ratio said as
+    the speedup is not also the gap's share."""
     cues = {o["id"]: _cue_rx(o, rubric) for o in observations}
-    out: dict[str, tuple[Quantity, dict]] = {}
-    for q in read.qty:
+    pairs: list[tuple[tuple, Quantity, dict]] = []
+    for n, q in enumerate(read.qty):
         if q.start in read.positions:
             continue
         clause = read.clause_of(q.start)
@@ -131,11 +144,20 @@ def stated(read: Read, observations: list[dict], rubric: Rubric) -> dict[str, tu
         bare = not any(rx.search(clause.text) for rx in cues.values())
         context = clause.text if not (bare and k) else parts[k - 1].text + " " + clause.text
         for o in observations:
-            if o["id"] in out or not matches(q, o["value"], o["unit"], rubric.tolerance.get(o["id"], 0.10)):
+            if not matches(q, o["value"], o["unit"], rubric.tolerance.get(o["id"], 0.10)):
                 continue
-            if cues[o["id"]].search(context) or (cues[o["id"]].search(sent.text) and len(parts) == 1):
-                out[o["id"]] = (q, o)
-    return out
+            own = cues[o["id"]].search(context)
+            if own or (cues[o["id"]].search(sent.text) and len(parts) == 1):
+                pairs.append(((0 if own else 1, _closeness(q, o), n), q, o))
+    out: dict[str, tuple[Quantity, dict]] = {}
+    used: set[int] = set()
+    for _rank, q, o in sorted(pairs, key=lambda p: p[0]):
+        if o["id"] in out or q.start in used:
+            continue
+        out[o["id"]] = (q, o)
+        used.add(q.start)
+    # in the order the read says them
+    return dict(sorted(out.items(), key=lambda kv: kv[1][0].start))
 
 
 def findings_targets(key: dict, rubric: Rubric) -> list[str]:
@@ -151,8 +173,9 @@ def _findings(read: Read, key: dict, rubric: Rubric, w: dict) -> dict:
     got = stated(read, obs, rubric)
     on_target = [i for i in got if i in targets]
     extra = [i for i in got if i not in targets]
-    # Full marks at 70% of what the model answer states: a spoken minute cannot say it all.
-    credit = (len(on_target) + 0.5 * len(extra)) / (FULL_FINDINGS * len(targets))
+    # Full marks at 70% of what the model answer states, or seven numbers if it states more:
+    # a spoken minute cannot say it all.
+    credit = (len(on_target) + 0.5 * len(extra)) / min(FULL_FINDINGS * len(targets), FULL_FINDINGS_MAX)
     ev = [_ev(read.original, q.start, q.end, f"{o['label']}: {o['value']:g} {o['unit']}".rstrip()) for q, o in got.values()]
     missed = [f"{o['label']}: {o['value']:g} {o['unit']}".rstrip() for o in obs if o["id"] in targets and o["id"] not in got]
     return _criterion("findings", w["findings"] * min(1.0, credit), ev, missed, w)
