@@ -54,7 +54,7 @@ BARE_NOT = r"\b(dont|cant|isnt|wont|doesnt|didnt|wasnt|arent|werent|couldnt|woul
 NEGATION = (r"(\bnot\b|n't\b|\bno\b|\bnever\b|\bcannot\b|\bnor\b|\brather than\b|\binstead of\b|\bnowhere near\b|"
             + BARE_NOT + ")")
 VERDICT = (
-    r"\b(don't|do not|wouldn't|would not) (buy|trust)\b", r"\b(math|arithmetic|numbers?) (checks|holds|adds up)\b", r"\b(set|setting|put|putting|leave|leaving) (\w+\W+){0,4}aside\b", r"\blies\b",
+    r"\b(don't|do not|wouldn't|would not) (buy|trust)\b", r"\b(math|arithmetic|numbers?) (checks|holds|adds up)\b", r"\b(set|setting|put|putting|leave|leaving) (\w+\W+){0,6}aside\b", r"\blies\b",
     r"\brule[sd]?\b.{0,15}\bout\b", r"\b(cross|crossed|write|wrote|written) (\w+\W+){0,4}off\b", r"\btempting\b",
     r"\bred herring\b", r"\bdistraction\b", r"\breject\w*", r"\bconsidered and\b", r"\bunlikely\b", r"\bimplausible\b",
     r"\bnot plausible\b", r"\bdismiss\w*", r"\b(doesn't|does not|can't|cannot|couldn't|won't) (explain|produce|account|"
