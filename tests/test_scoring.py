@@ -319,7 +319,7 @@ STRONG_DDP_TAIL = (" The all-reduce is not overlapped with backward: DDP's bucke
     "I'd set the NCCL-is-slow theory aside quickly: 28 GB over the ring in 175 ms is 160 GB/s, a healthy ring.",
     "A slow NCCL is a red herring here, 160 GB/s is what the ring should give.",
     "Blaming NCCL is the wrong call, the bandwidth is fine at 160 GB/s.",
-    "its not nccl the ring does 160 gigs a second which is fine",
+    "its not nccl the ring does 160 gigs a second which is fine.",
 ])
 def test_rejections_that_wrap_or_drop_their_words(rejection):
     r = run("ddp", "The step is 622 ms with a 175 ms idle gap. " + rejection + STRONG_DDP_TAIL)

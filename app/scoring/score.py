@@ -282,7 +282,8 @@ def _clause_denies_cause(text: str, rubric: Rubric) -> bool:
     """The clause names the true cause only to negate it."""
     for group in rubric.root_cause:
         m = _has(group, text)
-        if m and negated(text, m.start(), m.end()):
+        # a cause said in the negative ("not overlapped") is asserted, not denied
+        if m and not re.search(lexicon.NEGATION, m.group(0), re.I) and negated(text, m.start(), m.end()):
             return True
     return False
 
@@ -305,6 +306,10 @@ def _classify(read: Read, i: int, clause: Span, m_start: int, m_end: int, rubric
     # broken asserts the fault, it does not deny it
     fault = _has(lexicon.FAULT, after_mention[:80])
     here = negated(clause.text, m_start - clause.start, m_end - clause.start) and not fault
+    # "with nvidia-smi at 100% it can't be that the GPUs are waiting for images": the
+    # negation is the true cause's, not the trap's (the read-level check below sees the denial)
+    if here and _clause_denies_cause(clause.text, rubric):
+        here = False
     posed = _has(lexicon.HYPOTHESIS, read.text[max(s.start, m_start - 200):m_end]) or _has(lexicon.HYPOTHESIS, clause.text)
     answered = any(re.match(lexicon.VERDICT_OPENING, f, re.I) or _has(lexicon.VERDICT, f) for f in follow[:1])
     endorse = _has(lexicon.ENDORSE, around) or fault
@@ -411,7 +416,8 @@ def _read_denies_cause(read: Read, rubric: Rubric) -> dict | None:
                 m = _has(group, c.text)
                 if not m or re.search(r"\b(if|unless|whether)\b", c.text[:m.start()], re.I):
                     continue  # a hypothetical ("if the GPU were waiting on input") neither asserts nor denies
-                if negated(c.text, m.start(), m.end()) and not _has(lexicon.HYPOTHESIS, c.text):
+                if negated(c.text, m.start(), m.end()) and not _has(lexicon.HYPOTHESIS, c.text) and \
+                        not re.search(lexicon.NEGATION, m.group(0), re.I):  # "not overlapped" asserts the cause
                     denied = denied or _ev(read.original, c.start, c.end, "denies the true cause")
                 else:
                     asserted = True
