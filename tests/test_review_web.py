@@ -111,3 +111,22 @@ def test_anchors_gold_and_compare_through_http(web):
     assert rv.get("/compare.json", params={"question": 987654}).status_code == 404
     assert rv.get("/compare.json", params={"question": 10**30}).status_code == 422  # not a 503 from the database
     assert iv.get("/compare.json", params={"scenario": "ddp"}).status_code == 403
+
+
+def test_a_cross_site_page_cannot_write_review_data(web):
+    """The review's writes (gold, anchors, a reviewer's scorecard, the team's rule) refused
+    when a browser says another site sent them; nothing changes."""
+    clients, rid = web
+    rv, ad = clients["rv"], clients["ad"]
+    before = rv.get(f"/rounds/{rid}/review.json").json()
+    evil = {"origin": "https://evil.example", "sec-fetch-site": "cross-site"}
+    for method, url, body in (("POST", f"/api/rounds/{rid}/gold", {"gold": False}),
+                              ("PUT", f"/api/rounds/{rid}/anchors/trap", {"level": 1}),
+                              ("DELETE", f"/api/rounds/{rid}/anchors/findings", None),
+                              ("PUT", f"/api/rounds/{rid}/scorecard", CARD)):
+        r = rv.request(method, url, json=body, headers=evil)
+        assert r.status_code == 403 and "cross-site" in r.json()["error"], (method, url, r.text)
+    assert ad.put("/api/teams/a/scorecard-visibility", json={"rule": "always"}, headers=evil).status_code == 403
+    after = rv.get(f"/rounds/{rid}/review.json").json()
+    assert after["round"]["gold"] == before["round"]["gold"] and after["anchors"] == before["anchors"]
+    assert after["scorecards"]["rule"] == before["scorecards"]["rule"]
