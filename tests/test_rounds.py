@@ -239,7 +239,7 @@ def test_tracedojo_demo_makes_a_team_to_try(tmp_path):
     env.pop("TRACEDOJO_PASSWORD", None)
     run = lambda *a: subprocess.run([sys.executable, "-m", "app", "demo", *a], env=env, capture_output=True, text=True,
                                     timeout=120)
-    first = run("--team", "acme", "--url", "http://example.test:9000")
+    first = run("--team", "acme", "--url", "http://example.test:9000", "--no-data")  # demo data: test_review_demo.py
     assert first.returncode == 0, first.stderr
     out = json.loads(first.stdout)
     assert set(out["accounts"]) == {"admin", "interviewer", "reviewer"}

@@ -46,9 +46,9 @@ def _rounds(store, staff, rows) -> list[dict]:
     for r in rows:
         c = cands.get(r.candidate_id)
         who = candidates.public(c, staff) if c else None
-        runs = staff.is_(r.team_id, *live.RUNNERS)
-        out.append({**live.summary(r), "candidate_name": r.candidate_name if runs else None,
-                    "candidate": who["display"] if who else (r.candidate_name if runs else None) or "—",
+        runs, named = staff.is_(r.team_id, *live.RUNNERS), staff.is_(r.team_id, *candidates.NAME_ROLES)
+        out.append({**live.summary(r), "candidate_name": r.candidate_name if named else None,
+                    "candidate": who["display"] if who else (r.candidate_name if named else None) or "—",
                     "candidate_url": who["url"] if who else None, "gold": r.gold, "team_id": r.team_id,
                     "console_url": f"/rounds/{r.public_id}" if runs else None,
                     # a review link where it opens (access.for_review has the whole rule: an
