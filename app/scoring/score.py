@@ -341,6 +341,28 @@ def _classify(read: Read, i: int, clause: Span, m_start: int, m_end: int, rubric
     return "named", False
 
 
+CLAIM_STOP = lexicon.STOP | {"are", "was", "were", "has", "have", "got", "gets", "must", "shows", "show", "means",
+                              "makes", "make", "needs", "need", "run", "try", "look", "check", "time", "more", "left",
+                              "end", "things", "row", "further", "another", "sizes", "small", "second"}
+
+
+def _claim_words(trap: dict, key: dict) -> set[str]:
+    """The trap claim's own distinctive words (as 5-letter stems): in its claim, not in the
+    key's root cause, fix or brief (which every read may say)."""
+    def stems(t: str) -> set[str]:
+        return {w[:5] for w in re.findall(r"[a-z][a-z0-9_+-]{3,}", t.lower()) if w not in CLAIM_STOP}
+    return stems(trap["claim"]) - stems(key["root_cause"] + " " + key["fix"] + " " + key["brief"])
+
+
+def _claim_hit(words: set[str], text: str) -> tuple[int, int] | None:
+    """Where a clause says at least two of the claim's distinctive words: the span from the
+    first to the last."""
+    hits = [m for m in re.finditer(r"[A-Za-z][A-Za-z0-9_+-]{3,}", text) if m.group(0).lower()[:5] in words]
+    if len({m.group(0).lower()[:5] for m in hits}) < 2:
+        return None
+    return hits[0].start(), hits[-1].end()
+
+
 def _mentions(patterns, text: str) -> list[tuple[int, int]]:
     """Every place the patterns match in a clause, in order, overlaps kept once: a clause
     of a run-on transcript can name the trap three times, and the last may be the claim."""
@@ -368,11 +390,26 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict) -> tuple[dict, bool, s
     for trap in key["traps"]:
         pats = rubric.traps.get(trap["id"], ())
         mentions = []  # (start, end, kind, arith, sentence) in reading order
+        claim_words = _claim_words(trap, key)
         for i, s in enumerate(read.sents):
+            found = False
             for c in clauses(s):
                 for ma, mb in _mentions(pats, c.text):
                     a, b = c.start + ma, c.start + mb
                     mentions.append((a, b, *_classify(read, i, c, a, b, rubric), s))
+                    found = True
+            if found:
+                continue
+            # a sentence that says the trap in the words of its claim, not the rubric's
+            # patterns: counted only as a course or a cause proposed (endorsed or hedged), never
+            # as a rejection or a mere mention (those need the trap named plainly)
+            for c in clauses(s):
+                hit = _claim_hit(claim_words, c.text)
+                if hit:
+                    a, b = c.start + hit[0], c.start + hit[1]
+                    kind, arith = _classify(read, i, c, a, b, rubric)
+                    if kind in ("endorsed", "tentative"):
+                        mentions.append((a, b, kind, arith, s))
         for k, (a, b, kind, arith, s) in enumerate(mentions):
             # taken back: a rejection of the same trap in a later sentence that says so ("actually,
             # no"), does the arithmetic that kills it, or proposes nothing itself (not "I'd run
