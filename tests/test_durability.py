@@ -288,3 +288,24 @@ def test_a_new_round_is_stored_before_the_redirect_sends_the_browser_to_it(serve
             r = c.post(f"/practice/{aid}/next", follow_redirects=False)
             assert r.status_code == 303
             assert c.get(r.headers["location"]).status_code == 200
+
+
+def test_a_new_connection_after_the_file_is_removed_does_not_recreate_it(tmp_path):
+    """The live log tail and a pool refill open new connections at any time: after the
+    file is removed, one of them must not make an empty database in its place (the next
+    write then failed on "no such table" instead of saying the file is gone)."""
+    from app.db.base import StoreUnavailable, store_for, upgrade_to_head
+
+    db = tmp_path / "x.db"
+    url = f"sqlite:///{db}"
+    upgrade_to_head(url)
+    store = store_for(url)
+    with store.read() as s:
+        s.execute(text("SELECT count(*) FROM attempts"))
+    store.engine.dispose()  # the next read opens a new connection, as a tail's or a refill's would
+    for f in tmp_path.glob("x.db*"):
+        f.unlink()
+    with pytest.raises(StoreUnavailable, match="gone"):
+        with store.read() as s:
+            s.execute(text("SELECT count(*) FROM attempts"))
+    assert not db.exists()

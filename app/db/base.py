@@ -12,12 +12,14 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import sqlite3
 import stat
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from functools import lru_cache
+from urllib.parse import quote
 from pathlib import Path
 
 from sqlalchemy import create_engine, event, inspect, text
@@ -60,7 +62,19 @@ def engine_for(url: str, busy_timeout_s: float = 5.0) -> Engine:
         # fifth: 5,277 in 60 s in `python -m bench live`.
         return create_engine(url, pool_pre_ping=True, pool_size=40, max_overflow=10)
     path.parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, connect_args={"timeout": busy_timeout_s, "check_same_thread": False})
+
+    def _open() -> sqlite3.Connection:
+        # mode=rw: a connection never creates the file. sqlite3's default does, so after the
+        # file was removed under a running server any new connection (the live log tail's
+        # next read, a pool refill) silently made an empty database in its place, and the next
+        # write failed on "no such table" instead of saying the file is gone. The database is
+        # created by prepare_database's migration, with an engine of its own.
+        if not path.exists():
+            raise StoreUnavailable(f"the database file {path} is gone; restore it and restart the server")
+        return sqlite3.connect(f"file:{quote(str(path))}?mode=rw", uri=True, timeout=busy_timeout_s,
+                               check_same_thread=False)
+
+    engine = create_engine(url, creator=_open)
 
     @event.listens_for(engine, "connect")
     def _connect(dbapi_conn, record) -> None:
