@@ -360,3 +360,40 @@ def test_instead_of_negates_only_what_follows_it():
     r = run("launch-bound", "One token takes 34 ms. The obvious move is to quantize the weights to INT4 instead of "
                             "INT8 so each token reads half the bytes.")
     assert r["trap_endorsed"]
+
+
+@pytest.mark.parametrize("sid,read", [
+    # a belief said softly, with the trap's course, and nothing else on offer
+    ("straggler", "The step is about 590 ms and the all-reduce on rank 0 is 163 ms. I suspect the NVLink fabric came "
+                  "back degraded after the reprovision, probably a switch tray that didn't train properly. My guess "
+                  "is nccl-tests would show busbw well under the normal 350 GB/s."),
+    # a quality denied is a fault asserted, not the trap rejected
+    ("straggler", "The all-reduce is 215 ms, likely a sign that NVLink isn't at full bandwidth on the reprovisioned "
+                  "node. I'd probably start with nccl-tests and re-image the node."),
+])
+def test_a_hedged_trap_that_is_the_reads_only_hypothesis_is_endorsed(sid, read):
+    r = run(sid, read)
+    assert r["trap_endorsed"] and r["total"] <= 40, r["review_reason"]
+
+
+def test_a_hedged_trap_beside_the_true_cause_still_asks_for_review():
+    r = run("straggler", "Rank 3 computes slower than the others and they all wait for it in the all-reduce. "
+                         "I suspect the NVLink fabric might be degraded too, maybe.")
+    assert not r["trap_endorsed"]
+
+
+@pytest.mark.parametrize("read", [
+    # the cause's evidence seen, then ruled out: the read's last word on it is the denial
+    "Step's ~510 ms. I see DataLoader.__next__ on the main thread at the start of the step, but with nvidia-smi "
+    "reporting 100% utilization it can't be that the GPUs are sitting around waiting for images. So I'd rule out "
+    "the input pipeline and focus on the GEMM tile choices.",
+])
+def test_ruling_out_the_true_cause_after_seeing_its_evidence_endorses_the_trap(read):
+    r = run("dataloader", read)
+    assert r["trap_endorsed"] and r["total"] <= 40
+
+
+def test_what_a_fix_no_longer_waits_on_is_not_a_rejection():
+    r = run("dataloader", "- Step: ~510 ms\n- The batch transfer is the bottleneck: the GPU waits for it\n"
+                          "- Fix: pinned memory and non_blocking copies\n- Expected: GPU no longer waiting on the transfer")
+    assert r["trap_endorsed"]

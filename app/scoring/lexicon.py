@@ -51,7 +51,9 @@ STAGE_PATTERNS = {
 # Speech written down drops apostrophes ("its not nccl", "that doesnt fit"): the
 # contractions are listed whole, since "nt" alone ends "percent" and "want".
 BARE_NOT = r"\b(dont|cant|isnt|wont|doesnt|didnt|wasnt|arent|werent|couldnt|wouldnt|shouldnt|hasnt|havent|aint)\b"
-NEGATION = (r"(\bnot\b|n't\b|\bno\b|\bnever\b|\bcannot\b|\bnor\b|\brather than\b|\binstead of\b|\bnowhere near\b|"
+# "No longer waiting on the transfer" says what a fix changes, not that the transfer is
+# innocent.
+NEGATION = (r"(\bnot\b|n't\b|\bno\b(?!\s+longer\b)|\bnever\b|\bcannot\b|\bnor\b|\brather than\b|\binstead of\b|\bnowhere near\b|"
             + BARE_NOT + ")")
 VERDICT = (
     r"\b(don't|do not|wouldn't|would not) (buy|trust)\b", r"\b(math|arithmetic|numbers?) (checks|holds|adds up)\b", r"\b(set|setting|put|putting|leave|leaving) (\w+\W+){0,6}aside\b", r"\blies\b",
@@ -67,6 +69,10 @@ VERDICT = (
     r"\bi disagree\b", r"\bis (fine|acceptable|reasonable|healthy|normal|unremarkable|real)\b",
     r"\b(that's|that is|it's|it is|this is) not (it|that|the (one|answer|story))\b", r"\bat best\b",
 )
+# A cause ruled out in so many words (said in the clause that names it).
+DENIAL = (r"\brule[sd]? (\w+\W+){0,4}out\b", r"\brul(e|ing) out\b", r"\bred herring\b", r"\ba distraction\b",
+          r"\b(set|put|leave) (\w+\W+){0,6}aside\b", r"\bnot (the|a|our) (problem|bottleneck|culprit|issue|cause)\b",
+          r"\b(isn't|is not|aren't|are not) (the|a|our) (problem|bottleneck|culprit|issue|cause)\b")
 # A verdict that opens the next sentence: "No." "Not plausible." "That doesn't hold."
 VERDICT_OPENING = (r"^\W*(no\b|not\b|nope\b|wrong\b|but\b|i disagree|arithmetic first|do the (math|arithmetic)|"
                    r"that('s| is)? (not|wrong|impossible)|it('s| is)n't|doesn't|can't|nowhere|"
@@ -117,6 +123,10 @@ ENDORSE = (
 HEDGE = (r"\b(could|might|may)\b", r"\bmaybe\b", r"\bperhaps\b", r"\bpossibl[ey]\b", r"\bi guess\b",
          r"\bnot (sure|certain)\b", r"\bi suppose\b", r"\bprobabl[ey]\b", r"\blikely\b", r"\bi suspect\b",
          r"\bmy (guess|hunch)\b", r"\bseems?\b")
+# Of those, the ones that say doubt rather than a belief said softly ("I suspect",
+# "probably"): a read whose only hypothesis is doubted has not committed to it.
+DOUBT = (r"\b(could|might|may)\b", r"\bmaybe\b", r"\bperhaps\b", r"\bpossibl[ey]\b", r"\bnot (sure|certain)\b",
+         r"\bi suppose\b", r"\bi wonder\b", r"\bno idea\b")
 # Looking into it, not backing it: "I'd check whether X", "is X related?", "open
 # question": the trap posed for a measurement to settle, which is what a good read does.
 # Said before the mention (what is checked is the trap), not after it ("run nccl-tests to
@@ -128,7 +138,10 @@ INVESTIGATE = (r"\b(check|verify|confirm|see|test|find out|look (at|into)|invest
 DEFER = (r"\b(later|at some point|eventually)\b", r"\bbefore (committing|deciding|saying|concluding|blaming)\b",
          r"\bmore data\b")
 # A fault said with a negation: "isn't being detected right", "not configured properly".
-FAULT = (r"\b(not|n't)\b(\s+\w+){0,4}\s+(right|correct(ly)?|properly|as expected)\b",
+# ("didn't train properly": n't has no word boundary before it). A quality denied is a
+# fault asserted: "NVLink isn't at full bandwidth", "the link isn't healthy".
+FAULT = (r"(\bnot\b|n't\b)(\s+\w+){0,4}\s+(right|correct(ly)?|properly|as expected)\b",
+         r"(\bnot\b|n't\b)(\s+\w+){0,2}\s+(at full|up to (speed|spec)|at (spec|rated)|healthy|working|running at full)\b",
          r"\b(came back|configured|set up|wired|detected|negotiat\w*|tuned|built) (\w+ )?wrong\b")
 COMMIT = (r"\bwe should\b", r"\bi'd\b", r"\bid (go|run|do|try|flip|fix|tune|switch|turn|use|add|bump|retune)\b", r"\bi would\b", r"\blet's\b", r"\bneed to\b", r"\bmust\b", r"\bthe fix\b",
           r"\bfix (it|this)\b", r"\brecommend\w*\b", r"\b(so|and) (remove|drop|cut|add|switch|replace|tune|autotune|"

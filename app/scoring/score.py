@@ -278,12 +278,24 @@ def _claim(read: Read, i: int, clause: Span, rubric: Rubric) -> str:
     return " ".join(out)
 
 
+def _denies(text: str, m: re.Match) -> bool:
+    """The cause matched at m is denied in its clause: negated ("the loader isn't the
+    problem"), the object of a denied "that" ("it can't be that the GPUs are waiting for
+    images"), or ruled out ("I'd rule out the input pipeline"). A cause said in the
+    negative ("not overlapped") is asserted, not denied."""
+    if re.search(lexicon.NEGATION, m.group(0), re.I):
+        return False
+    return (negated(text, m.start(), m.end())
+            or re.search(lexicon.NEGATION + r"\s+(\w+\s+)?be\s+that\b(\W+\w+){0,8}\W*$", text[:m.start()], re.I) is not None
+            # "rule out the input pipeline", "the loader is not the bottleneck": near the cause
+            or _has(lexicon.DENIAL, text[max(0, m.start() - 40):m.end() + 50]) is not None)
+
+
 def _clause_denies_cause(text: str, rubric: Rubric) -> bool:
-    """The clause names the true cause only to negate it."""
+    """The clause names the true cause only to deny it."""
     for group in rubric.root_cause:
         m = _has(group, text)
-        # a cause said in the negative ("not overlapped") is asserted, not denied
-        if m and not re.search(lexicon.NEGATION, m.group(0), re.I) and negated(text, m.start(), m.end()):
+        if m and _denies(text, m):
             return True
     return False
 
@@ -311,7 +323,9 @@ def _classify(read: Read, i: int, clause: Span, m_start: int, m_end: int, rubric
     if here and _clause_denies_cause(clause.text, rubric):
         here = False
     posed = _has(lexicon.HYPOTHESIS, read.text[max(s.start, m_start - 200):m_end]) or _has(lexicon.HYPOTHESIS, clause.text)
-    answered = any(re.match(lexicon.VERDICT_OPENING, f, re.I) or _has(lexicon.VERDICT, f) for f in follow[:1])
+    # the next sentence's verdict answers the trap, unless it is the true cause it rules out
+    answered = any((re.match(lexicon.VERDICT_OPENING, f, re.I) or _has(lexicon.VERDICT, f))
+                   and not _clause_denies_cause(f, rubric) for f in follow[:1])
     endorse = _has(lexicon.ENDORSE, around) or fault
     # "X, I know that's what people point at, but that counter only asks ...": a concession
     # turned by a contrast, unless what follows the contrast proposes the trap's course
@@ -381,12 +395,13 @@ def _corrects(read: Read, pos: int) -> bool:
     return any(_has(lexicon.CORRECTION, read.sents[j].text) for j in (i - 1, i) if j >= 0)
 
 
-def _trap(read: Read, key: dict, rubric: Rubric, w: dict) -> tuple[dict, bool, str | None]:
+def _trap(read: Read, key: dict, rubric: Rubric, w: dict, own_cause: bool = True) -> tuple[dict, bool, str | None]:
     """The trap criterion, whether the read confidently endorses a trap (the cap), and why
     a reviewer should look when the scorer cannot tell (a hedged or side endorsement, or one
     the read takes back later)."""
     best, ev, endorsed_ev = 0.0, [], []
     review: str | None = None
+    leaning: list[dict] = []  # hedged endorsements of a trap the read never rejects
     for trap in key["traps"]:
         pats = rubric.traps.get(trap["id"], ())
         mentions = []  # (start, end, kind, arith, sentence) in reading order
@@ -410,6 +425,7 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict) -> tuple[dict, bool, s
                     kind, arith = _classify(read, i, c, a, b, rubric)
                     if kind in ("endorsed", "tentative"):
                         mentions.append((a, b, kind, arith, s))
+        rejected_anywhere = any(m[2] == "rejected" for m in mentions)
         for k, (a, b, kind, arith, s) in enumerate(mentions):
             # taken back: a rejection of the same trap in a later sentence that says so ("actually,
             # no"), does the arithmetic that kills it, or proposes nothing itself (not "I'd run
@@ -426,6 +442,12 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict) -> tuple[dict, bool, s
             elif kind == "endorsed" and not retracted:
                 endorsed_ev.append(_ev(read.original, a, b, f"endorses the trap: {trap['claim']}"))
             elif kind in ("endorsed", "tentative"):
+                # a belief said softly ("I suspect", "probably") or a course proposed, not
+                # doubt ("it could possibly be ..., I'm not sure")
+                if kind == "tentative" and not retracted and not rejected_anywhere and (
+                        not _has(lexicon.DOUBT, s.text) or _has(lexicon.COMMIT, s.text)):
+                    leaning.append(_ev(read.original, a, b, f"endorses the trap, hedged, and offers no other cause: "
+                                                            f"{trap['claim']}"))
                 review = review or (f"the read {'leans towards' if kind == 'tentative' else 'first takes'} the trap "
                                     f"'{trap['claim']}' ({read.original[a:b]!r})"
                                     + (", then rejects it" if retracted else ", hedged or as a side fix")
@@ -433,6 +455,11 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict) -> tuple[dict, bool, s
             elif w["trap"] / 5 > best:
                 best, ev = w["trap"] / 5, [_ev(read.original, a, b, f"names the trap '{trap['claim']}' without "
                                                                   f"rejecting it")]
+    # a hedge is doubt only where the read weighs something else: a read whose one
+    # hypothesis is the trap (never rejected, the true cause and its fix never said) has
+    # committed to it however softly it says so
+    if not endorsed_ev and leaning and not own_cause:
+        endorsed_ev = leaning
     if endorsed_ev:
         t0 = key["traps"][0]
         return _criterion("trap", 0, endorsed_ev, [f"reject it: {t0['why_wrong']}"], w), True, None
@@ -444,22 +471,25 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict) -> tuple[dict, bool, s
 # --- root cause, measurement, fix -------------------------------------------------------
 
 def _read_denies_cause(read: Read, rubric: Rubric) -> dict | None:
-    """The true cause said only to be denied ("the data loading can't be what's holding us
-    back"), never asserted anywhere in the read: evidence, or None."""
+    """The read's last word on the true cause is to deny it ("I see DataLoader.__next__
+    at the top of the step, but I don't think the loader is the bottleneck"; "so I'd rule
+    out the input pipeline"): evidence, or None. Naming the cause's evidence first is
+    seeing it, not asserting it; what the read concludes about it stands."""
     for group in rubric.root_cause:
-        denied, asserted = None, False
+        last = None
         for s in read.sents:
             for c in clauses(s):
                 m = _has(group, c.text)
-                if not m or re.search(r"\b(if|unless|whether)\b", c.text[:m.start()], re.I):
-                    continue  # a hypothetical ("if the GPU were waiting on input") neither asserts nor denies
-                if negated(c.text, m.start(), m.end()) and not _has(lexicon.HYPOTHESIS, c.text) and \
-                        not re.search(lexicon.NEGATION, m.group(0), re.I):  # "not overlapped" asserts the cause
-                    denied = denied or _ev(read.original, c.start, c.end, "denies the true cause")
+                # a hypothetical ("if the GPU were waiting on input", "a starved GPU would
+                # show idle time") neither asserts nor denies
+                if not m or re.search(r"\b(if|unless|whether|would)\b", c.text, re.I):
+                    continue
+                if _denies(c.text, m) and not _has(lexicon.HYPOTHESIS, c.text):
+                    last = _ev(read.original, c.start, c.end, "denies the true cause")
                 else:
-                    asserted = True
-        if denied and not asserted:
-            return denied
+                    last = None
+        if last:
+            return last
     return None
 
 
@@ -585,7 +615,11 @@ def score(key: dict, rubric: Rubric, narration: str, runs: list[dict] | None = N
                              f"(a 60-second read is about 1,000)")
     w = {**WEIGHTS, **(weights or {})}
     read = read_of(narration)
-    trap, endorsed, review = _trap(read, key, rubric, w)
+    root = _root_cause(read, key, rubric, w)
+    own_cause = root["score"] > 0 or _has(rubric.fix, read.text) is not None
+    trap, endorsed, review = _trap(read, key, rubric, w, own_cause)
+    if endorsed:
+        review = None
     # only where the trap was named and not rejected outright (a third of its points or less)
     named_only = not endorsed and trap["evidence"] and trap["score"] < w["trap"] / 2
     denial = _read_denies_cause(read, rubric) if named_only else None
@@ -595,7 +629,7 @@ def score(key: dict, rubric: Rubric, narration: str, runs: list[dict] | None = N
         endorsed = True
         trap.update(score=0, evidence=trap["evidence"] + [denial],
                     missed=[f"reject it: {key['traps'][0]['why_wrong']}"])
-    criteria = [_discipline(read, rubric, w), _findings(read, key, rubric, w), trap, _root_cause(read, key, rubric, w),
+    criteria = [_discipline(read, rubric, w), _findings(read, key, rubric, w), trap, root,
                 _measurement(read, key, rubric, runs or [], w), _fix_win(read, key, rubric, w)]
     words = word_count(narration)
     over_time = timed and words > TIMED_WORDS
