@@ -397,3 +397,15 @@ def test_what_a_fix_no_longer_waits_on_is_not_a_rejection():
     r = run("dataloader", "- Step: ~510 ms\n- The batch transfer is the bottleneck: the GPU waits for it\n"
                           "- Fix: pinned memory and non_blocking copies\n- Expected: GPU no longer waiting on the transfer")
     assert r["trap_endorsed"]
+
+
+def test_a_hedged_hypothesis_the_read_says_it_has_not_settled_is_not_endorsed():
+    r = run("straggler", "The all-reduce on rank 0 is 163 ms. I suspect the NVLink fabric came back degraded after the "
+                         "reprovision. I don't know yet; more data first.")
+    assert not r["trap_endorsed"] and r["needs_review"]
+
+
+def test_a_correction_that_turns_to_the_true_cause_takes_the_trap_back_without_naming_it():
+    r = run("ddp", "The step is 622 ms. NCCL is the bottleneck, so I'd retune NCCL_ALGO. Actually, looking again, "
+                   "the compute stream sits idle for the whole 175 ms all-reduce: it is not overlapped with backward.")
+    assert not r["trap_endorsed"] and r["needs_review"]

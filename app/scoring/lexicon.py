@@ -137,6 +137,9 @@ INVESTIGATE = (r"\b(check|verify|confirm|see|test|find out|look (at|into)|invest
 # Put off: a course for later, once more is known.
 DEFER = (r"\b(later|at some point|eventually)\b", r"\bbefore (committing|deciding|saying|concluding|blaming)\b",
          r"\bmore data\b")
+# A read that says it has not made up its mind: its hedged hypothesis is not a commitment.
+UNDECIDED = DEFER + (r"\b(don't|do not|dont) know yet\b", r"\bnot sure yet\b", r"\btoo early\b",
+                     r"\bbefore (i|we) (commit|decide|conclude)\b", r"\bundecided\b", r"\bcan't (tell|say) yet\b")
 # A fault said with a negation: "isn't being detected right", "not configured properly".
 # ("didn't train properly": n't has no word boundary before it). A quality denied is a
 # fault asserted: "NVLink isn't at full bandwidth", "the link isn't healthy".

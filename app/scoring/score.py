@@ -395,6 +395,24 @@ def _corrects(read: Read, pos: int) -> bool:
     return any(_has(lexicon.CORRECTION, read.sents[j].text) for j in (i - 1, i) if j >= 0)
 
 
+def _turns_to_cause(read: Read, s: Span, rubric: Rubric) -> bool:
+    """After sentence s the read corrects itself ("actually", "wait", "looking again") and,
+    in that sentence or the next, asserts the true cause: "My first read was NCCL ... Actually
+    the compute stream sits idle for the whole all-reduce; nothing overlaps." A correction
+    need not name the trap again to take it back."""
+    later = [k for k, t in enumerate(read.sents) if t.start > s.start]
+    for k in later:
+        if not _has(lexicon.CORRECTION, read.sents[k].text):
+            continue
+        for t in read.sents[k:k + 2]:
+            for c in clauses(t):
+                for group in rubric.root_cause:
+                    m = _has(group, c.text)
+                    if m and not _denies(c.text, m) and not _has(lexicon.HYPOTHESIS, c.text):
+                        return True
+    return False
+
+
 def _trap(read: Read, key: dict, rubric: Rubric, w: dict, own_cause: bool = True) -> tuple[dict, bool, str | None]:
     """The trap criterion, whether the read confidently endorses a trap (the cap), and why
     a reviewer should look when the scorer cannot tell (a hedged or side endorsement, or one
@@ -433,7 +451,7 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict, own_cause: bool = True
             # course); the read's last word on the trap stands
             retracted = any(later[2] == "rejected" and later[4].start > s.start and (
                 _corrects(read, later[0]) or later[3] or not _has(lexicon.COMMIT, later[4].text))
-                for later in mentions[k + 1:])
+                for later in mentions[k + 1:]) or _turns_to_cause(read, s, rubric)
             if kind == "rejected":
                 pts = w["trap"] if arith else w["trap"] * 2 / 3
                 why = "rejected with arithmetic" if arith else "rejected, without the arithmetic"
@@ -457,8 +475,8 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict, own_cause: bool = True
                                                                   f"rejecting it")]
     # a hedge is doubt only where the read weighs something else: a read whose one
     # hypothesis is the trap (never rejected, the true cause and its fix never said) has
-    # committed to it however softly it says so
-    if not endorsed_ev and leaning and not own_cause:
+    # committed to it however softly it says so, unless it says it has not decided
+    if not endorsed_ev and leaning and not own_cause and not _has(lexicon.UNDECIDED, read.text):
         endorsed_ev = leaning
     if endorsed_ev:
         t0 = key["traps"][0]
