@@ -409,3 +409,12 @@ def test_a_correction_that_turns_to_the_true_cause_takes_the_trap_back_without_n
     r = run("ddp", "The step is 622 ms. NCCL is the bottleneck, so I'd retune NCCL_ALGO. Actually, looking again, "
                    "the compute stream sits idle for the whole 175 ms all-reduce: it is not overlapped with backward.")
     assert not r["trap_endorsed"] and r["needs_review"]
+
+
+@pytest.mark.parametrize("sid,read", [
+    ("launch-bound", "Token time is 31 ms. The .item() call in end of each token is the reason of slow."),
+    ("prefill", "p99 of ITL is 630 ms. Garbage collector of Python is stopping whole engine loop, so all streams freeze."),
+])
+def test_endorsements_in_plain_non_native_words(sid, read):
+    r = run(sid, read)
+    assert r["trap_endorsed"] and r["total"] <= 40

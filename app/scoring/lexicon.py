@@ -111,6 +111,11 @@ ENDORSE = (
     r"costs|caps|explains)\b", r"\b(has|have) (a |some )?(problem|issue)s?\b", r"\b(is|are) (broken|misconfigured|degraded|"
     r"saturated|too slow|the slow part|underperforming)\b", r"\bi (suspect|believe|bet)\b",
     r"\bwhat'?s (eating|killing|hurting|slowing|stalling|holding)\b",
+    # said plainly, as non-native speakers and transcripts do: "this is the reason of slow",
+    # "the garbage collector is stopping the whole loop", "I will run nccl-tests and tune it"
+    r"\b(the|main|real|whole) reason\b", r"\breason (of|for|why)\b", r"\bcaus(es|ing)\b",
+    r"\b(is|are) (stopping|blocking|freezing|causing|creating)\b", r"\b(stops|blocks|freezes)\b",
+    r"\b(i|we) will\b",
     r"\b(the team|they|people|everyone|you|he|she)('re| are| is| was| were) right\b",
     r"\bid (go|run|do|look|check|start|try|flip|suggest|bet|rather|expect|add|fix|move|tune|switch|turn|use|put|"
     r"recommend|bump|increase|change|restructure|attack|focus|push|size|scale|retune|rerun|profile|make|get|set)\b",
