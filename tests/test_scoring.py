@@ -418,3 +418,10 @@ def test_a_correction_that_turns_to_the_true_cause_takes_the_trap_back_without_n
 def test_endorsements_in_plain_non_native_words(sid, read):
     r = run(sid, read)
     assert r["trap_endorsed"] and r["total"] <= 40
+
+
+def test_a_rejected_trap_named_again_in_the_fix_sentence_is_not_capped():
+    r = run("ddp", "The step is 622 ms and the last 175 ms is one all-reduce with the compute stream idle. Someone "
+                   "will blame NCCL, but 175 ms for those gradients is the bus bandwidth we expect, so it's not NCCL. "
+                   "Fix: overlap the all-reduce with backward; NCCL is the bottleneck only because it runs alone.")
+    assert not r["trap_endorsed"] and r["needs_review"]

@@ -395,6 +395,13 @@ def _corrects(read: Read, pos: int) -> bool:
     return any(_has(lexicon.CORRECTION, read.sents[j].text) for j in (i - 1, i) if j >= 0)
 
 
+def _says_cause_or_fix(s: Span, rubric: Rubric) -> bool:
+    """The sentence names the key's fix or asserts its true cause in one of its clauses."""
+    if _has(rubric.fix, s.text):
+        return True
+    return any(m and not _denies(c.text, m) for c in clauses(s) for m in (_has(g, c.text) for g in rubric.root_cause))
+
+
 def _turns_to_cause(read: Read, s: Span, rubric: Rubric) -> bool:
     """After sentence s the read corrects itself ("actually", "wait", "looking again") and,
     in that sentence or the next, asserts the true cause: "My first read was NCCL ... Actually
@@ -457,6 +464,14 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict, own_cause: bool = True
                 why = "rejected with arithmetic" if arith else "rejected, without the arithmetic"
                 if pts > best:
                     best, ev = pts, [_ev(read.original, s.start, s.end, f"trap '{trap['claim']}' {why}")]
+            # a trap rejected earlier and named again in the sentence that gives the true cause
+            # or its fix ("... so the fix is bucketing, and NCCL then hides under backward"):
+            # more likely the fix's own words than a change of mind; a reader decides
+            beside_fix = kind == "endorsed" and any(m[2] == "rejected" for m in mentions[:k]) and \
+                _says_cause_or_fix(s, rubric)
+            if beside_fix:
+                review = review or (f"the read rejects the trap '{trap['claim']}' and names it again beside the true "
+                                    f"cause or fix ({read.original[a:b]!r}): is it endorsed?")
             elif kind == "endorsed" and not retracted:
                 endorsed_ev.append(_ev(read.original, a, b, f"endorses the trap: {trap['claim']}"))
             elif kind in ("endorsed", "tentative"):
