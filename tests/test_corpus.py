@@ -5,6 +5,7 @@ reads a text: the test part is seen only as aggregate figures (python -m bench c
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 from collections import Counter
 from pathlib import Path
@@ -22,6 +23,10 @@ CORPORA = {
     "blind2": ({"expert", "trap_endorsing", "endorse_indirect", "endorse_obvious_move", "endorse_hedged",
                 "endorse_wrong_cause", "endorse_bullets", "endorse_transcript", "entertain_then_correct",
                 "rejects_trap_in_other_words", "reject_terse", "mention_only", "vague", "non_native_endorse"}, 250, 3),
+    "blind3": ({"expert", "terse_expert", "reject_idiomatic", "entertain_then_correct", "expert_transcript",
+                "expert_bullets", "non_native_expert", "hedged_expert", "mention_only", "trap_endorsing",
+                "endorse_indirect", "endorse_fix_only", "endorse_hedged", "endorse_spoken_or_non_native",
+                "endorse_after_considering_truth", "vague", "wrong_cause"}, 300, 3),
 }
 STANCES = {"endorse", "reject", "entertain_then_reject", "mention", "none"}
 
@@ -60,6 +65,5 @@ def test_each_read_sits_in_the_part_the_rule_gives_it(name):
 def test_no_read_is_in_two_corpora():
     """A later corpus is new reads: none of its ids or texts repeats an earlier one's."""
     seen = [{(r["id"], r["text"]) for rows in _parts(name).values() for r in rows} for name in CORPORA]
-    ids = [{i for i, _ in s} for s in seen]
-    texts = [{t for _, t in s} for s in seen]
-    assert not ids[0] & ids[1] and not texts[0] & texts[1]
+    for a, b in itertools.combinations(seen, 2):
+        assert not {i for i, _ in a} & {i for i, _ in b} and not {t for _, t in a} & {t for _, t in b}
