@@ -425,3 +425,21 @@ def test_a_rejected_trap_named_again_in_the_fix_sentence_is_not_capped():
                    "will blame NCCL, but 175 ms for those gradients is the bus bandwidth we expect, so it's not NCCL. "
                    "Fix: overlap the all-reduce with backward; NCCL is the bottleneck only because it runs alone.")
     assert not r["trap_endorsed"] and r["needs_review"]
+
+
+@pytest.mark.parametrize("sid,read", [
+    # a counterfactual rejects
+    ("ddp", "The last 175 ms of the 622 ms step is one all-reduce with nothing overlapping it. I'd be surprised if "
+            "NCCL were the bottleneck: the bus bandwidth is what two H100s give."),
+    # a rejection answered in the next sentence without "the", then the trap kept as a later follow-on
+    ("launch-bound", "1,100 kernels a token with launch-sized gaps between them. The LM head GEMV invites 'quantize it "
+                     "to INT8'. Arithmetic says no: it already runs at 89% of DRAM bandwidth. Fix: CUDA graphs. "
+                     "Quantization is a reasonable follow-on after that."),
+    # the trap first, then a sentence opening with "But" turns to the true cause
+    ("skinny-gemm", "The top GEMM reaches 185 TFLOP/s of 989, which smells like a bad tile choice; I was ready to "
+                    "autotune. But ncu shows DRAM at 78% and SM at 19%: the shape is the problem, M=192 is "
+                    "memory-bound, so the fix is a bigger micro-batch."),
+])
+def test_strong_reads_that_entertain_or_defer_the_trap_are_not_capped(sid, read):
+    r = run(sid, read)
+    assert not r["trap_endorsed"], r["criteria"][2]["evidence"]

@@ -67,6 +67,8 @@ VERDICT = (
     r"buys?|gets?|moves?|saves?)\b", r"\bwould only\b", r"\boverrule\w*", r"\bdoesn't (hold|fit|survive)\b", r"\bnope\b",
     r"^\W*(not|no)\b", r"\b(don't|doesn't|won't) (move|change|help)\b", r"\bnot (broken|pathological|the bug)\b",
     r"\bi disagree\b", r"\bis (fine|acceptable|reasonable|healthy|normal|unremarkable|real)\b",
+    # a counterfactual: "I'd be surprised if NCCL were the bottleneck", "if the copy were it, ..."
+    r"\b(surprised|shocked|amazed) if\b", r"\bif\b[^,.;:]{0,40}\bwere\b",
     r"\b(that's|that is|it's|it is|this is) not (it|that|the (one|answer|story))\b", r"\bat best\b",
 )
 # A cause ruled out in so many words (said in the clause that names it).
@@ -76,7 +78,7 @@ DENIAL = (r"\brule[sd]? (\w+\W+){0,4}out\b", r"\brul(e|ing) out\b", r"\bred herr
 # A verdict that opens the next sentence: "No." "Not plausible." "That doesn't hold."
 VERDICT_OPENING = (r"^\W*(no\b|not\b|nope\b|wrong\b|but\b|i disagree|arithmetic first|do the (math|arithmetic)|"
                    r"that('s| is)? (not|wrong|impossible)|it('s| is)n't|doesn't|can't|nowhere|"
-                   r"the (math|arithmetic|numbers?) (says?|rules?|kills?|don't|doesn't))")
+                   r"(the )?(math|arithmetic|numbers?) (says?|rules?|kills?|don't|doesn't))")
 # Posing a hypothesis to test it: attributed to someone else, named as the trap, or asked.
 HYPOTHESIS = (
     r"\b(someone|somebody|anyone|people|the team|they|one|others?|everyone|management|a colleague|colleagues)\b.{0,20}"
@@ -87,7 +89,7 @@ HYPOTHESIS = (
     r"\bbefore (anyone|we|you)\b", r"\bfirst (thought|guess|instinct)\b", r"\bit (looks|seems) like\b",
     r"\b(either|means|could be|might be|would be)\b.{0,40}\bor\b", r"\bhypothes\w+",
     # a course nearly taken: "I was about to suggest INT4", "my instinct was to go after syncs"
-    r"\b(was|were) (about|going) to\b", r"\bwould have\b", r"\bmy (instinct|initial|first)\b",
+    r"\b(was|were) (about|going|ready|tempted) to\b", r"\bwould have\b", r"\bmy (instinct|initial|first)\b",
 )
 # Endorsing it: the speaker's own cause or fix, said as such.
 ENDORSE = (
@@ -156,13 +158,20 @@ COMMIT = (r"\bwe should\b", r"\bi'd\b", r"\bid (go|run|do|try|flip|fix|tune|swit
           r"retune|try|quantize|run|check)\b", r"\bthe (play|move|lever|answer) is\b", r"\bobvious (move|fix|step)\b",
           r"\bi (suggest|propose)\b", r"^\W*(actions?|fix|plan|next steps?)\s*:")
 SECONDARY = (r"\bwhile (we're|we are|i'm|i am) at it\b", r"\bon top\b", r"\bas a bonus\b", r"\bnice to have\b",
-             r"\bsecondary\b", r"\bminor (thing|cleanup|fix)\b")
+             r"\bsecondary\b", r"\bminor (thing|cleanup|fix)\b",
+             # for later, once the main fix is in: "a reasonable follow-on after that"
+             r"\bfollow-?on\b", r"\bfollow-?up\b", r"\bafter that\b", r"\bafterwards\b", r"\bonce (that|this|it|we)\b",
+             r"\b(second|next|later) (step|phase|pass)\b")
 # A read taking back what it said: a later rejection of the trap counts as a correction
 # (no cap) when one of these says so, in its sentence or the one before (or when it does
 # the arithmetic, or proposes nothing itself: score._trap).
 CORRECTION = (r"\bactually\b", r"\bon second thought\b", r"\bwait\b", r"\bscratch that\b", r"\bi was wrong\b",
               r"\bturns out\b", r"\bhold on\b", r"\blooking (closer|again)\b", r"\bthat's wrong\b", r"\bno,",
               r"\bmy first (thought|guess|instinct)\b", r"\bat first\b", r"\bi'd be tempted\b", r"\btempt\w*\b")
+
+# A sentence that turns away from what the read said before: with the true cause asserted
+# after it, a correction (score._turns_to_cause).
+TURN_OPENING = r"^\W*(but|however|then again|except)\b"
 
 # Words around an outcome: what the fix leaves behind.
 OUTCOME = (r"\bexpect\w*", r"\bafter\b", r"\bwould\b", r"\bshould\b", r"\bgoes\b", r"\bdrops?\b", r"\bfalls?\b",

@@ -403,13 +403,15 @@ def _says_cause_or_fix(s: Span, rubric: Rubric) -> bool:
 
 
 def _turns_to_cause(read: Read, s: Span, rubric: Rubric) -> bool:
-    """After sentence s the read corrects itself ("actually", "wait", "looking again") and,
+    """After sentence s the read corrects itself ("actually", "wait", "looking again", a
+    sentence opening with "But") and,
     in that sentence or the next, asserts the true cause: "My first read was NCCL ... Actually
     the compute stream sits idle for the whole all-reduce; nothing overlaps." A correction
     need not name the trap again to take it back."""
     later = [k for k, t in enumerate(read.sents) if t.start > s.start]
     for k in later:
-        if not _has(lexicon.CORRECTION, read.sents[k].text):
+        t = read.sents[k].text
+        if not (_has(lexicon.CORRECTION, t) or re.match(lexicon.TURN_OPENING, t, re.I)):
             continue
         for t in read.sents[k:k + 2]:
             for c in clauses(t):
