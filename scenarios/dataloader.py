@@ -802,7 +802,10 @@ scenario = Scenario(
                                   r"\b(loss|time|gap) is (inside|in) the kernels\b"),
                "h2d_copy": (r"\bh2d\b|\bhtod\b|host.to.device", r"\bmemcpy\b", r"\bthe copy\b",
                             r"\b(batch|input|the) (transfer|upload)\b"),
-               "comm": (r"(ddp |nccl )?(communication|all-?reduce|nccl).{0,30}(slow|bottleneck|problem)",)},
+               "comm": (r"(ddp |nccl )?(communication|all-?reduce|nccl).{0,30}(slow|bottleneck|problem)",
+                        r"\bbucket(_cap_mb| size| count|s)\b", r"\bcollective (latency|overhead)\b",
+                        r"\b(the )?(ddp|nccl|comm) (side|tuning)\b", r"\bnccl_debug\b", r"\bcomm\w*\b.{0,30}\bgat\w+\b",
+                        r"\b(all-?reduce|collective)s? (calls?|latency|overhead)\b")},
         also_confirms=("nsys-nvtx-sum",),
     ),
     hints=(

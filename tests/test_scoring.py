@@ -443,3 +443,21 @@ def test_a_rejected_trap_named_again_in_the_fix_sentence_is_not_capped():
 def test_strong_reads_that_entertain_or_defer_the_trap_are_not_capped(sid, read):
     r = run(sid, read)
     assert not r["trap_endorsed"], r["criteria"][2]["evidence"]
+
+
+@pytest.mark.parametrize("sid,read", [
+    ("launch-bound", "Each token ends in a cudaStreamSynchronize of half a millisecond; that sync is the bottleneck, so "
+                     "keep the sampled token on the GPU."),
+    ("launch-bound", "The LM head GEMV is the longest kernel. I'd go straight to weight-only INT8 for it."),
+    ("straggler", "The others wait 200 ms for rank 3. I'd go straight to the interconnect on GPU 3: read its NVLink "
+                  "error counters, check lspci, and reseat it."),
+    ("skinny-gemm", "A 96%-busy timeline at 18% MFU means the profiler is inflating the step time. Rerun with the "
+                    "profiler off and recount the FLOPs."),
+    ("dataloader", "The idle is communication: 14 all-reduce calls per step across 8 GPUs. Set bucket_cap_mb to 100 "
+                   "to cut the collective overhead."),
+])
+def test_a_trap_said_by_its_parts_and_its_course(sid, read):
+    """The trap named the way practitioners name its parts (the sync call, weight-only
+    quantization, the link's counters, the profiler's overhead, DDP buckets)."""
+    r = run(sid, read)
+    assert r["trap_endorsed"] and r["total"] <= 40, r["criteria"][2]["evidence"]
