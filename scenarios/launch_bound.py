@@ -746,6 +746,7 @@ scenario = Scenario(
     rubric=Rubric(
         root_cause=(
             (r"launch[- ]bound", r"launch (overhead|latency|cost)", r"\bcpu[- ]bound", r"host[- ]bound",
+             r"\b(host|cpu|python|dispatch\w*) overhead\b",
              r"(cpu|python|host|dispatch\w*) (can.t|cannot|isn.t able to|doesn.t) (keep up|launch)",
              r"kernels? (are |is )?(shorter|smaller|faster) than (the )?(launch|cpu|time to launch)",
              r"(gpu|stream) (waits|waiting|idles?|sits idle) (on|for) (the )?(cpu|launch\w*|host|python)"),

@@ -906,7 +906,9 @@ scenario = Scenario(
                "nccl_is_the_bottleneck": (r"nccl.{0,60}(bottleneck|slow|problem)", r"comm\w*.{0,20}(bottleneck|problem|culprit)",
                                           r"\b(comm\w*|nccl)\b.{0,30}\b(fight\w*|compet\w*|steal\w*|contend\w*)\b",
                                           r"\b(comm\w*|nccl|reduce-scatter\w*)\b.{0,40}\b(ceiling|critical path|gat\w+|limit\w*)\b",
-                                          r"\bcut (the )?comm\w*", r"\bgated by\b", r"nccl_algo")},
+                                          r"\bcut (the )?comm\w*", r"\bgated by\b", r"nccl_algo",
+                                          r"\b(reduce|cut|shrink|trim) (the )?(comm\w*|nccl|reduce-?scatters?)\b",
+                                          r"\b(nccl|reduce-?scatter\w*|comm\w*)\b.{0,40}\b(hammer\w*|starv\w*|slow\w*)\b")},
         also_confirms=("gemm-microbench",),
     ),
     hints=(

@@ -461,3 +461,9 @@ def test_a_trap_said_by_its_parts_and_its_course(sid, read):
     quantization, the link's counters, the profiler's overhead, DDP buckets)."""
     r = run(sid, read)
     assert r["trap_endorsed"] and r["total"] <= 40, r["criteria"][2]["evidence"]
+
+
+def test_cutting_the_communication_to_unstarve_the_gemms_endorses_the_comm_trap():
+    r = run("skinny-gemm", "The reduce-scatter runs 80% of the micro-step and is hammering HBM under the GEMMs, which "
+                           "is what's slowing them. I'd reduce the comm with bigger buckets.")
+    assert r["trap_endorsed"]
