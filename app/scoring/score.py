@@ -302,8 +302,8 @@ def _clause_denies_cause(text: str, rubric: Rubric) -> bool:
 
 def _classify(read: Read, i: int, clause: Span, m_start: int, m_end: int, rubric: Rubric) -> tuple[str, bool]:
     """One mention of a trap: "rejected", "endorsed", "tentative" (an endorsement hedged or
-    on the side) or "named", and whether arithmetic backs the rejection (a number after
-    the mention in its sentence or in the next one)."""
+    on the side) or "named" (said, asked, or a check to make), and whether arithmetic backs
+    the rejection (a number after the mention in its sentence or in the next one)."""
     s = read.sents[i]
     run_on = len(s.text.split()) > RUN_ON_WORDS
     around = _window(read, i, m_start, m_end) if run_on else _claim(read, i, clause, rubric)
@@ -404,10 +404,9 @@ def _says_cause_or_fix(s: Span, rubric: Rubric) -> bool:
 
 def _turns_to_cause(read: Read, s: Span, rubric: Rubric) -> bool:
     """After sentence s the read corrects itself ("actually", "wait", "looking again", a
-    sentence opening with "But") and,
-    in that sentence or the next, asserts the true cause: "My first read was NCCL ... Actually
-    the compute stream sits idle for the whole all-reduce; nothing overlaps." A correction
-    need not name the trap again to take it back."""
+    sentence opening with "But") and, in that sentence or the next, asserts the true cause:
+    "My first read was NCCL ... Actually the compute stream sits idle for the whole
+    all-reduce; nothing overlaps." A correction need not name the trap again to take it back."""
     later = [k for k, t in enumerate(read.sents) if t.start > s.start]
     for k in later:
         t = read.sents[k].text
@@ -458,9 +457,10 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict, own_cause: bool = True
             # no"), does the arithmetic that kills it, or proposes nothing itself (not "I'd run
             # nccl-tests and make sure NVLink isn't falling back": that negation is part of the
             # course); the read's last word on the trap stands
-            retracted = any(later[2] == "rejected" and later[4].start > s.start and (
-                _corrects(read, later[0]) or later[3] or not _has(lexicon.COMMIT, later[4].text))
-                for later in mentions[k + 1:]) or _turns_to_cause(read, s, rubric)
+            retracted = kind in ("endorsed", "tentative") and (any(
+                later[2] == "rejected" and later[4].start > s.start and (
+                    _corrects(read, later[0]) or later[3] or not _has(lexicon.COMMIT, later[4].text))
+                for later in mentions[k + 1:]) or _turns_to_cause(read, s, rubric))
             if kind == "rejected":
                 pts = w["trap"] if arith else w["trap"] * 2 / 3
                 why = "rejected with arithmetic" if arith else "rejected, without the arithmetic"
