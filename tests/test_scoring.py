@@ -467,3 +467,16 @@ def test_cutting_the_communication_to_unstarve_the_gemms_endorses_the_comm_trap(
     r = run("skinny-gemm", "The reduce-scatter runs 80% of the micro-step and is hammering HBM under the GEMMs, which "
                            "is what's slowing them. I'd reduce the comm with bigger buckets.")
     assert r["trap_endorsed"]
+
+
+@pytest.mark.parametrize("sid,read", [
+    ("dataloader", "Step is 510 ms with a gap at the start. nvidia-smi reports 100%, which I don't fully trust, so I'd "
+                   "look at the timeline first."),
+    ("prefill", "p99 ITL spikes to 600 ms. Could be GC, could be the prefill; I'd line up the spikes with the request log."),
+    ("skinny-gemm", "MFU is 18% on a 96% busy timeline. Before anything I'd double-check the MFU math, then look at the GEMM."),
+    ("ddp", "First instinct: the interconnect. Retune NCCL, run nccl-tests. Hmm, no. The bandwidth is fine; what's wrong "
+            "is that the all-reduce is not overlapped with backward, so the compute stream idles for 175 ms."),
+])
+def test_distrust_alternatives_checks_and_a_bare_no_are_not_endorsements(sid, read):
+    r = run(sid, read)
+    assert not r["trap_endorsed"], r["criteria"][2]["evidence"]

@@ -56,7 +56,7 @@ BARE_NOT = r"\b(dont|cant|isnt|wont|doesnt|didnt|wasnt|arent|werent|couldnt|woul
 NEGATION = (r"(\bnot\b|n't\b|\bno\b(?!\s+longer\b)|\bnever\b|\bcannot\b|\bnor\b|\brather than\b|\binstead of\b|\bnowhere near\b|"
             + BARE_NOT + ")")
 VERDICT = (
-    r"\b(don't|do not|wouldn't|would not) (buy|trust)\b", r"\b(math|arithmetic|numbers?) (checks|holds|adds up)\b", r"\b(set|setting|put|putting|leave|leaving) (\w+\W+){0,6}aside\b", r"\blies\b",
+    r"\b(don't|do not|dont|wouldn't|would not) (\w+ )?(buy|trust)\b", r"\b(math|arithmetic|numbers?) (checks|holds|adds up)\b", r"\b(set|setting|put|putting|leave|leaving) (\w+\W+){0,6}aside\b", r"\blies\b",
     r"\brule[sd]?\b.{0,15}\bout\b", r"\b(cross|crossed|write|wrote|written) (\w+\W+){0,4}off\b", r"\btempting\b",
     r"\bred herring\b", r"\bdistraction\b", r"\breject\w*", r"\bconsidered and\b", r"\bunlikely\b", r"\bimplausible\b",
     r"\bnot plausible\b", r"\bdismiss\w*", r"\b(doesn't|does not|can't|cannot|couldn't|won't) (explain|produce|account|"
@@ -79,6 +79,9 @@ DENIAL = (r"\brule[sd]? (\w+\W+){0,4}out\b", r"\brul(e|ing) out\b", r"\bred herr
 VERDICT_OPENING = (r"^\W*(no\b|not\b|nope\b|wrong\b|but\b|i disagree|arithmetic first|do the (math|arithmetic)|"
                    r"that('s| is)? (not|wrong|impossible)|it('s| is)n't|doesn't|can't|nowhere|"
                    r"(the )?(math|arithmetic|numbers?) (says?|rules?|kills?|don't|doesn't))")
+# Weighing alternatives: "either the copy or the loader", "could be GC, could be the prefill".
+ALTERNATIVES = (r"\b(either|means|could be|might be|would be)\b.{0,40}\bor\b",
+                r"\b(could|might) be\b.{0,60}\b(could|might) be\b", r"\b(one|another|other) possibilit(y|ies)\b")
 # Posing a hypothesis to test it: attributed to someone else, named as the trap, or asked.
 HYPOTHESIS = (
     r"\b(someone|somebody|anyone|people|the team|they|one|others?|everyone|management|a colleague|colleagues)\b.{0,20}"
@@ -87,7 +90,7 @@ HYPOTHESIS = (
     r"\b(the )?(trap|obvious (guess|answer|suspect)|tempting (answer|fix|guess|story|read)|usual suspect)\b",
     r"\bshould (i|we) blame\b", r"\bcould (it|this|that|rank \d+|the \w+) (just )?(be|have)\b", r"\?",
     r"\bbefore (anyone|we|you)\b", r"\bfirst (thought|guess|instinct)\b", r"\bit (looks|seems) like\b",
-    r"\b(either|means|could be|might be|would be)\b.{0,40}\bor\b", r"\bhypothes\w+",
+    *ALTERNATIVES, r"\bhypothes\w+",
     # a course nearly taken: "I was about to suggest INT4", "my instinct was to go after syncs"
     r"\b(was|were) (about|going|ready|tempted) to\b", r"\bwould have\b", r"\bmy (instinct|initial|first)\b",
 )
@@ -142,7 +145,9 @@ DOUBT = (r"\b(could|might|may)\b", r"\bmaybe\b", r"\bperhaps\b", r"\bpossibl[ey]
 # see if ..." is the trap's own course).
 INVESTIGATE = (r"\b(check|verify|confirm|see|test|find out|look (at|into)|investigate|measure|figure out|ask|know)\b"
                r".{0,40}\b(whether|if)\b", r"\bworth (checking|a look|looking|ruling)\b", r"\bopen questions?\b",
-               r"\bwant (more data|to know|to see|to check|to confirm)\b", r"\bto rule (it|that|this) out\b")
+               r"\bwant (more data|to know|to see|to check|to confirm)\b", r"\bto rule (it|that|this) out\b",
+               # a check of the trap, not its course: "double-check the MFU math", "sanity-check NCCL"
+               r"\b(double|sanity|cross)[- ]?check\w*\b")
 # Put off: a course for later, once more is known.
 DEFER = (r"\b(later|at some point|eventually)\b", r"\bbefore (committing|deciding|saying|concluding|blaming)\b",
          r"\bmore data\b")
@@ -171,9 +176,10 @@ CORRECTION = (r"\bactually\b", r"\bon second thought\b", r"\bwait\b", r"\bscratc
               r"\bturns out\b", r"\bhold on\b", r"\blooking (closer|again)\b", r"\bthat's wrong\b", r"\bno,",
               r"\bmy first (thought|guess|instinct)\b", r"\bat first\b", r"\bi'd be tempted\b", r"\btempt\w*\b")
 
-# A sentence that turns away from what the read said before: with the true cause asserted
-# after it, a correction (score._turns_to_cause).
-TURN_OPENING = r"^\W*(but|however|then again|except)\b"
+# A sentence that turns away from what the read said before ("But ...", "Hmm, no."): with
+# the true cause asserted after it, a correction (score._turns_to_cause).
+TURN_OPENING = (r"^\W*((hmm+|um+|uh+|well|ok(ay)?|wait),?\s+)?(but|however|then again|except|no|nope|wrong|"
+                r"not really|not so fast|scratch that)\b")
 
 # Words around an outcome: what the fix leaves behind.
 OUTCOME = (r"\bexpect\w*", r"\bafter\b", r"\bwould\b", r"\bshould\b", r"\bgoes\b", r"\bdrops?\b", r"\bfalls?\b",

@@ -478,8 +478,9 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict, own_cause: bool = True
                 endorsed_ev.append(_ev(read.original, a, b, f"endorses the trap: {trap['claim']}"))
             elif kind in ("endorsed", "tentative"):
                 # a belief said softly ("I suspect", "probably") or a course proposed, not
-                # doubt ("it could possibly be ..., I'm not sure")
-                if kind == "tentative" and not retracted and not rejected_anywhere and (
+                # doubt ("it could possibly be ..., I'm not sure") or one of several alternatives
+                if kind == "tentative" and not retracted and not rejected_anywhere and \
+                        not _has(lexicon.ALTERNATIVES, s.text) and (
                         not _has(lexicon.DOUBT, s.text) or _has(lexicon.COMMIT, s.text)):
                     leaning.append(_ev(read.original, a, b, f"endorses the trap, hedged, and offers no other cause: "
                                                             f"{trap['claim']}"))
