@@ -480,3 +480,19 @@ def test_cutting_the_communication_to_unstarve_the_gemms_endorses_the_comm_trap(
 def test_distrust_alternatives_checks_and_a_bare_no_are_not_endorsements(sid, read):
     r = run(sid, read)
     assert not r["trap_endorsed"], r["criteria"][2]["evidence"]
+
+
+@pytest.mark.parametrize("sid,read", [
+    ("ddp", "Step 622 ms. Gradient sync is the last 175 ms. Someone left model.no_sync() in the loop; take it out."),
+    ("straggler", "Rank 3 is slow because its shard has longer sequences; rebalance the data with a length-grouped sampler."),
+    ("prefill", "The prefill is slow because the TP all-reduce is slow; switch on the custom all-reduce and it'll go away."),
+])
+def test_a_trap_stated_as_plain_fact_with_a_course_and_no_other_cause_is_endorsed(sid, read):
+    r = run(sid, read)
+    assert r["trap_endorsed"] and r["total"] <= 40
+
+
+def test_a_trap_seen_in_a_read_that_has_not_decided_is_not_endorsed():
+    r = run("launch-bound", "One token is around 24 ms with a lot of tiny kernels. There's also an .item() call every "
+                            "token. I'm not sure yet what matters; I'd gather a couple more reports before deciding.")
+    assert not r["trap_endorsed"]

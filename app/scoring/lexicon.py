@@ -94,15 +94,18 @@ HYPOTHESIS = (
     # a course nearly taken: "I was about to suggest INT4", "my instinct was to go after syncs"
     r"\b(was|were) (about|going|ready|tempted) to\b", r"\bwould have\b", r"\bmy (instinct|initial|first)\b",
 )
+# A course said as an imperative, at the start of a clause: "Remove it", "Also try ...".
+IMPERATIVE = (r"^\W*((also|then|and|just|next|first|so),? )?(remove|drop|cut|add|switch|move|replace|tune|autotune|retune|"
+              r"try|quantize|run|rerun|re-run|check|bump|increase|upgrade|disable|enable|raise|set up|sweep|benchmark|"
+              r"recount|redo|re-derive|rederive|swap|reseat|rewrite|keep|pin|set|use|get rid of|take (it |them )?out|"
+              r"turn (it |them )?off|rebalance|freeze|call)\b")
 # Endorsing it: the speaker's own cause or fix, said as such.
 ENDORSE = (
     r"\bis the (problem|cause|bottleneck|culprit|issue|root cause|real ceiling|ceiling|limit)\b", r"\bcaused by\b",
     r"\bbecause of\b", r"\bdue to\b", r"\bthe fix\b", r"\bfix (it|this)\b", r"\bwe should\b", r"\bi'd\b", r"\bi would\b",
     r"\bi'll\b", r"\bneed to\b", r"\bmust\b", r"\blet's\b", r"\bsolution\b", r"\bproblem is\b", r"\bresponsible\b",
     r"\bto blame\b", r"\bguilty\b", r"\bwhich means\b", r"\bhas to be\b", r"\bthat's (why|what|where)\b",
-    r"^\W*((also|then|and|just|next|first),? )?(remove|drop|cut|add|switch|move|replace|tune|autotune|retune|try|quantize|"
-    r"run|rerun|re-run|check|bump|increase|upgrade|disable|enable|raise|set up|sweep|benchmark|recount|redo|re-derive|"
-    r"rederive|swap|reseat|rewrite|keep|pin|set|use|get rid of)\b",
+    IMPERATIVE,
     r"\b(go|going|head|jump) straight (to|for|after|at)\b", r"\b(so|and) (remove|drop|cut|add|switch|replace|tune|autotune|retune|try|quantize|run|check)\b",
     r"\bgets? us (back|most)\b", r"\bclose the gap\b", r"^\W*fix\b", r"\b(take out|get rid of|turn off)\b",
     r"\bi think\b", r"\bmy (guess|bet|recommendation)\b", r"\brecommend\w*\b", r"\bthe (play|move|lever|answer) is\b",

@@ -302,8 +302,9 @@ def _clause_denies_cause(text: str, rubric: Rubric) -> bool:
 
 def _classify(read: Read, i: int, clause: Span, m_start: int, m_end: int, rubric: Rubric) -> tuple[str, bool]:
     """One mention of a trap: "rejected", "endorsed", "tentative" (an endorsement hedged or
-    on the side) or "named" (said, asked, or a check to make), and whether arithmetic backs
-    the rejection (a number after the mention in its sentence or in the next one)."""
+    on the side), "posed" (asked, a check to make, or put off) or "named", and whether
+    arithmetic backs the rejection (a number after the mention in its sentence or in the
+    next one)."""
     s = read.sents[i]
     run_on = len(s.text.split()) > RUN_ON_WORDS
     around = _window(read, i, m_start, m_end) if run_on else _claim(read, i, clause, rubric)
@@ -342,7 +343,7 @@ def _classify(read: Read, i: int, clause: Span, m_start: int, m_end: int, rubric
     checked = _has(lexicon.INVESTIGATE, around)
     if s.text.rstrip().endswith("?") or (checked and around.find(mention) > checked.start()) or \
             _has(lexicon.DEFER, around):
-        return "named", False
+        return "posed", False
     # "it could possibly be the copy": an attribution, hedged
     leaning = re.search(r"\b(could|might|may)\b(\s+\w+){0,2}\s+be\b(\s+\w+){0,3}\s*$",
                         read.text[max(clause.start, m_start - 60):m_start], re.I)
@@ -402,6 +403,13 @@ def _says_cause_or_fix(s: Span, rubric: Rubric) -> bool:
     return any(m and not _denies(c.text, m) for c in clauses(s) for m in (_has(g, c.text) for g in rubric.root_cause))
 
 
+def _proposes(read: Read) -> bool:
+    """Somewhere the read commits to a course of its own ("I'd ...", "we should", an
+    imperative "Remove ...", "take it out")."""
+    return any(_has(lexicon.COMMIT, c.text) or re.match(lexicon.IMPERATIVE, c.text, re.I)
+               for s in read.sents for c in clauses(s))
+
+
 def _turns_to_cause(read: Read, s: Span, rubric: Rubric) -> bool:
     """After sentence s the read corrects itself ("actually", "wait", "looking again", a
     sentence opening with "But") and, in that sentence or the next, asserts the true cause:
@@ -428,6 +436,7 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict, own_cause: bool = True
     best, ev, endorsed_ev = 0.0, [], []
     review: str | None = None
     leaning: list[dict] = []  # hedged endorsements of a trap the read never rejects
+    stated: list[dict] = []  # the trap said as a plain fact ("the spikes are GC pauses"), never rejected
     for trap in key["traps"]:
         pats = rubric.traps.get(trap["id"], ())
         mentions = []  # (start, end, kind, arith, sentence) in reading order
@@ -488,14 +497,23 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict, own_cause: bool = True
                                     f"'{trap['claim']}' ({read.original[a:b]!r})"
                                     + (", then rejects it" if retracted else ", hedged or as a side fix")
                                     + ": is it endorsed?")
-            elif w["trap"] / 5 > best:
-                best, ev = w["trap"] / 5, [_ev(read.original, a, b, f"names the trap '{trap['claim']}' without "
-                                                                  f"rejecting it")]
+            else:
+                if kind == "named" and not rejected_anywhere and not _has(lexicon.ALTERNATIVES, s.text) \
+                        and not _has(lexicon.HEDGE, s.text):
+                    stated.append(_ev(read.original, a, b, f"states the trap as its own story, proposes a course and "
+                                                          f"offers no other cause: {trap['claim']}"))
+                if w["trap"] / 5 > best:
+                    best, ev = w["trap"] / 5, [_ev(read.original, a, b, f"names the trap '{trap['claim']}' without "
+                                                                      f"rejecting it")]
     # a hedge is doubt only where the read weighs something else: a read whose one
     # hypothesis is the trap (never rejected, the true cause and its fix never said) has
     # committed to it however softly it says so, unless it says it has not decided
-    if not endorsed_ev and leaning and not own_cause and not _has(lexicon.UNDECIDED, read.text):
+    # the same for a trap stated as plain fact in a read that commits to a course
+    undecided = _has(lexicon.UNDECIDED, read.text)
+    if not endorsed_ev and leaning and not own_cause and not undecided:
         endorsed_ev = leaning
+    if not endorsed_ev and stated and not own_cause and not undecided and _proposes(read):
+        endorsed_ev = stated
     if endorsed_ev:
         t0 = key["traps"][0]
         return _criterion("trap", 0, endorsed_ev, [f"reject it: {t0['why_wrong']}"], w), True, None
