@@ -496,3 +496,14 @@ def test_a_trap_seen_in_a_read_that_has_not_decided_is_not_endorsed():
     r = run("launch-bound", "One token is around 24 ms with a lot of tiny kernels. There's also an .item() call every "
                             "token. I'm not sure yet what matters; I'd gather a couple more reports before deciding.")
     assert not r["trap_endorsed"]
+
+
+@pytest.mark.parametrize("sid,read", [
+    ("ddp", "The step is 622 ms. The all-reduce at the end goes over NVLink. The optimizer step is the real problem; "
+            "switch to fused AdamW."),
+    ("dataloader", "nvidia-smi shows 100% and the step is 510 ms. The model is too big for the batch size; I'd use "
+                   "gradient accumulation."),
+])
+def test_a_read_with_a_wrong_cause_of_its_own_does_not_endorse_a_trap_it_only_saw(sid, read):
+    r = run(sid, read)
+    assert not r["trap_endorsed"]

@@ -94,6 +94,11 @@ HYPOTHESIS = (
     # a course nearly taken: "I was about to suggest INT4", "my instinct was to go after syncs"
     r"\b(was|were) (about|going|ready|tempted) to\b", r"\bwould have\b", r"\bmy (instinct|initial|first)\b",
 )
+# A clause that blames something: with no trap in it, the read has a cause of its own.
+CAUSE_CLAIM = (r"\bis the (real |main |actual |true )?(problem|cause|bottleneck|culprit|issue|lever|limit)\b",
+               r"\bthe (real |main |actual )?(problem|bottleneck|culprit|issue|cause) is\b",
+               r"\b(is|are|looks?|seems?) (too |really |very )?(slow|heavy|big|small|off|fragmented|inefficient|"
+               r"expensive|the slow part)\b", r"\b(caused by|because of|due to)\b")
 # A course said as an imperative, at the start of a clause: "Remove it", "Also try ...".
 IMPERATIVE = (r"^\W*((also|then|and|just|next|first|so),? )?(remove|drop|cut|add|switch|move|replace|tune|autotune|retune|"
               r"try|quantize|run|rerun|re-run|check|bump|increase|upgrade|disable|enable|raise|set up|sweep|benchmark|"

@@ -403,6 +403,15 @@ def _says_cause_or_fix(s: Span, rubric: Rubric) -> bool:
     return any(m and not _denies(c.text, m) for c in clauses(s) for m in (_has(g, c.text) for g in rubric.root_cause))
 
 
+def _other_cause(read: Read, key: dict, rubric: Rubric) -> bool:
+    """The read blames something that is none of the traps ("the optimizer step is the real
+    problem", "the model is too big for the batch"): a clause that claims a cause and names
+    no trap. Then a trap it also names is one thing among others it saw, not its story."""
+    pats = [p for t in key["traps"] for p in rubric.traps.get(t["id"], ())]
+    return any(_has(lexicon.CAUSE_CLAIM, c.text) and not _mentions(pats, c.text)
+               for s in read.sents for c in clauses(s))
+
+
 def _proposes(read: Read) -> bool:
     """Somewhere the read commits to a course of its own ("I'd ...", "we should", an
     imperative "Remove ...", "take it out")."""
@@ -509,10 +518,10 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict, own_cause: bool = True
     # hypothesis is the trap (never rejected, the true cause and its fix never said) has
     # committed to it however softly it says so, unless it says it has not decided
     # the same for a trap stated as plain fact in a read that commits to a course
-    undecided = _has(lexicon.UNDECIDED, read.text)
-    if not endorsed_ev and leaning and not own_cause and not undecided:
+    sole = not own_cause and not _has(lexicon.UNDECIDED, read.text) and not _other_cause(read, key, rubric)
+    if not endorsed_ev and leaning and sole:
         endorsed_ev = leaning
-    if not endorsed_ev and stated and not own_cause and not undecided and _proposes(read):
+    if not endorsed_ev and stated and sole and _proposes(read):
         endorsed_ev = stated
     if endorsed_ev:
         t0 = key["traps"][0]
