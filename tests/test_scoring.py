@@ -162,8 +162,19 @@ def test_rejection_in_its_many_forms(rejection):
     "NCCL is the bottleneck here.", "The fix is to retune NCCL and check NVLink.", "We should run nccl-tests.",
 ])
 def test_endorsing_the_trap_caps_the_total(endorsement):
-    r = run("ddp", READS["ddp"]["strong"][0] + " " + endorsement)
+    r = run("ddp", "The step is 622 ms and the last 175 ms is one all-reduce with the compute stream idle. " + endorsement)
     assert r["trap_endorsed"] and r["total"] <= 40
+
+
+@pytest.mark.parametrize("endorsement", [
+    "NCCL is the bottleneck here.", "The fix is to retune NCCL and check NVLink.", "We should run nccl-tests.",
+])
+def test_a_trap_endorsed_beside_the_true_fix_and_measurement_asks_a_reader(endorsement):
+    """A strong read (the fix, the decisive measurement) that also endorses the trap
+    contradicts itself or is misread by us: review, the trap's points lost, no cap (a cap
+    on a strong read costs far more than a missed one on a weak read: issue 12)."""
+    r = run("ddp", READS["ddp"]["strong"][0] + " " + endorsement)
+    assert not r["trap_endorsed"] and r["needs_review"] and crit(r, "trap")["score"] == 0
 
 
 def test_a_number_said_of_the_wrong_quantity_earns_nothing():

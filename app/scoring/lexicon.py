@@ -180,7 +180,7 @@ SECONDARY = (r"\bwhile (we're|we are|i'm|i am) at it\b", r"\bon top\b", r"\bas a
 # A read taking back what it said: a later rejection of the trap counts as a correction
 # (no cap) when one of these says so, in its sentence or the one before (or when it does
 # the arithmetic, or proposes nothing itself: score._trap).
-CORRECTION = (r"\bactually\b", r"\bon second thought\b", r"\bwait\b", r"\bscratch that\b", r"\bi was wrong\b",
+CORRECTION = (r"\bactually\b(?!,? (yes|yeah|right)\b)", r"\bon second thought\b", r"\bwait\b", r"\bscratch that\b", r"\bi was wrong\b",
               r"\bturns out\b", r"\bhold on\b", r"\blooking (closer|again)\b", r"\bthat's wrong\b", r"\bno,",
               r"\bmy first (thought|guess|instinct)\b", r"\bat first\b", r"\bi'd be tempted\b", r"\btempt\w*\b")
 

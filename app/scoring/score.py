@@ -224,6 +224,8 @@ def negated(clause: str, start: int, end: int) -> bool:
     """A negation that governs the words at [start, end): up to four words before them or
     right after them ("it's not NCCL", "NCCL isn't the problem"), in the same clause."""
     before, after = clause[:start], clause[end:]
+    if re.match(r"^\s*[,;]\s*(and\s+|but\s+)?not\b", after, re.I):
+        after = ""  # "it's the input pipeline, not comm": the "not" is the other thing's
     return bool(re.match(r"\W*(\w+'s\s+)?\w*" + lexicon.NEGATION, clause[start:end], re.I)  # "not NCCL", "isn't NCCL"
                 or re.search(lexicon.NEGATION + r"\W+(\w+\W+){0,4}$", before, re.I)
                 # "ca"/"wo": can't and won't split as ca + n't, wo + n't
@@ -419,9 +421,12 @@ def _proposes(read: Read) -> bool:
                for s in read.sents for c in clauses(s))
 
 
+CORRECTION_REACH = 4  # sentences from a correction within which the true cause it turns to is said
+
+
 def _turns_to_cause(read: Read, s: Span, rubric: Rubric) -> bool:
     """After sentence s the read corrects itself ("actually", "wait", "looking again", a
-    sentence opening with "But") and, in that sentence or the next, asserts the true cause:
+    sentence opening with "But") and, in that sentence or the few after, asserts the true cause:
     "My first read was NCCL ... Actually the compute stream sits idle for the whole
     all-reduce; nothing overlaps." A correction need not name the trap again to take it back."""
     later = [k for k, t in enumerate(read.sents) if t.start > s.start]
@@ -429,7 +434,7 @@ def _turns_to_cause(read: Read, s: Span, rubric: Rubric) -> bool:
         t = read.sents[k].text
         if not (_has(lexicon.CORRECTION, t) or re.match(lexicon.TURN_OPENING, t, re.I)):
             continue
-        for t in read.sents[k:k + 2]:
+        for t in read.sents[k:k + CORRECTION_REACH]:
             for c in clauses(t):
                 for group in rubric.root_cause:
                     m = _has(group, c.text)
@@ -576,6 +581,11 @@ def _root_cause(read: Read, key: dict, rubric: Rubric, w: dict) -> dict:
     return _criterion("root_cause", w["root_cause"] * found / max(1, len(rubric.root_cause)), ev, missed, w)
 
 
+def _names_measurement(read: Read, key: dict, rubric: Rubric) -> bool:
+    """The read names the decisive measurement or its result (lexicon.MEASUREMENTS)."""
+    return _has(lexicon.MEASUREMENTS.get(key["decisive_measurement"], ()), read.text) is not None
+
+
 def _measurement(read: Read, key: dict, rubric: Rubric, runs: list[dict], w: dict) -> dict:
     """Credit where the read names the decisive measurement or its result (the patterns in
     lexicon.MEASUREMENTS say both), half for one that also confirms. Running a tool in the
@@ -683,6 +693,14 @@ def score(key: dict, rubric: Rubric, narration: str, runs: list[dict] | None = N
     trap, endorsed, review = _trap(read, key, rubric, w, own_cause)
     if endorsed:
         review = None
+        # a read that names the true fix and the decisive measurement has the story; a trap
+        # endorsement beside it is a slip or a misreading of ours as often as a belief, and
+        # capping a strong read costs far more than missing a weak one: a reader decides
+        if _has(rubric.fix, read.text) and _names_measurement(read, key, rubric):
+            endorsed = False
+            review = (f"the read endorses a trap ({trap['evidence'][0]['text']!r}) but also names the fix and the "
+                      f"decisive measurement: which does it stand on?")
+            trap.update(score=0, missed=[f"reject the trap out loud: {key['traps'][0]['why_wrong']}"])
     # only where the trap was named and not rejected outright (a third of its points or less)
     named_only = not endorsed and trap["evidence"] and trap["score"] < w["trap"] / 2
     denial = _read_denies_cause(read, rubric) if named_only else None
