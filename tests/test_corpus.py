@@ -1,4 +1,4 @@
-"""The blind corpus's shape (tests/corpus/blind/README.md): enough reads of every scenario,
+"""The blind corpora's shape (tests/corpus/*/README.md): enough reads of every scenario,
 seed and kind, valid labels, and each read in the part the split rule says. Nothing here
 reads a text: the test part is seen only as aggregate figures (python -m bench corpus)."""
 
@@ -27,6 +27,11 @@ CORPORA = {
                 "expert_bullets", "non_native_expert", "hedged_expert", "mention_only", "trap_endorsing",
                 "endorse_indirect", "endorse_fix_only", "endorse_hedged", "endorse_spoken_or_non_native",
                 "endorse_after_considering_truth", "vague", "wrong_cause"}, 300, 3),
+    "blind4": ({"expert", "terse_expert", "reject_idiomatic", "entertain_then_correct", "expert_transcript",
+                "expert_bullets", "non_native_expert", "hedged_expert", "mention_only", "trap_endorsing",
+                "endorse_indirect", "endorse_fix_only", "endorse_hedged", "endorse_spoken_or_non_native",
+                "endorse_after_considering_truth", "vague", "wrong_cause", "disordered_expert", "very_short",
+                "endorse_bullets"}, 350, 3),
 }
 STANCES = {"endorse", "reject", "entertain_then_reject", "mention", "none"}
 
