@@ -268,12 +268,14 @@ scenario = Scenario(
     rubric=Rubric(
         root_cause=(
             (r"serializ\w*", r"\b(no|not|without|zero|broken|defeated|missing|lost) overlap", r"overlap (is )?(broken|missing|gone|defeated|lost|not happening)",
-             r"after (the )?backward", r"not overlapp\w*", r"(one|a) (big|monolithic|single|flat|giant|huge) (nccl |all-?reduce)"),
+             r"after (the )?backward", r"not overlapp\w*", r"(one|a) (big|monolithic|single|flat|giant|huge) (nccl |all-?reduce)",
+             r"\b(running|runs|sits?|sitting) (all )?(alone|by itself|on its own)\b", r"\bnothing (else )?(overlaps|runs)\b"),
             (r"bucket\w*", r"\breducer\b", r"\bhooks?\b", r"\bwrapper\b"),
         ),
         fix=(r"bucket\w*.{0,40}(overlap|during (the )?backward|restor\w*|fir\w+)", r"restor\w* (the )?(bucket\w*|overlap)",
              r"(remove|fix|drop|unwrap)\w* (the |that )?(\w+ )?(wrapper|hooks?)", r"let ddp('s)? (reducer|hooks?)", r"bucket_cap_mb",
-             r"overlap (the )?(all-?reduce|comm\w*|gradient sync\w*) with (the )?backward"),
+             r"overlap (the )?(all-?reduce|comm\w*|gradient sync\w*) with (the )?backward",
+             r"overlap\w* (it|them|that) with (the )?backward"),
         traps={"nccl_slow": (r"nccl.{0,30}(slow|broken|misconfig\w*|bandwidth|tun\w*|bottleneck|problem|culprit)",
                              r"(slow|broken|bad|misconfigured) (nccl|nvlink|interconnect)", r"blam\w+ (nccl|nvlink|the network)",
                              r"nvlink", r"nccl-tests",

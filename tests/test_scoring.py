@@ -518,3 +518,16 @@ def test_a_trap_seen_in_a_read_that_has_not_decided_is_not_endorsed():
 def test_a_read_with_a_wrong_cause_of_its_own_does_not_endorse_a_trap_it_only_saw(sid, read):
     r = run(sid, read)
     assert not r["trap_endorsed"]
+
+
+@pytest.mark.parametrize("sid,read", [
+    ("dataloader", "nvidia-smi pegged at 100% is the oldest lie in the book; the compute stream is empty for 190 ms of "
+                   "each 510 ms step while the main thread sits in __next__. Two workers can't keep up. More workers, "
+                   "~325 ms."),
+    ("ddp", "I think the step is about 620 ms, and probably the last ~175 ms is the all-reduce running alone. NCCL seems "
+            "fine to me, roughly 150 GB/s busbw, though I'd maybe run nccl-tests to be sure. My guess is the bucketing "
+            "isn't kicking in; if so, overlapping it with backward should get us to ~470 ms."),
+])
+def test_a_cause_said_in_the_negative_and_a_check_to_be_sure_are_not_endorsements(sid, read):
+    r = run(sid, read)
+    assert not r["trap_endorsed"] and crit(r, "root_cause")["score"] > 0

@@ -61,7 +61,7 @@ VERDICT = (
     r"\bred herring\b", r"\bdistraction\b", r"\breject\w*", r"\bconsidered and\b", r"\bunlikely\b", r"\bimplausible\b",
     r"\bnot plausible\b", r"\bdismiss\w*", r"\b(doesn't|does not|can't|cannot|couldn't|won't) (explain|produce|account|"
     r"add up|make|cause|give|close|fit|reach|matter|be)\b", r"\bnowhere near\b", r"\bfar (from|short of)\b",
-    r"\bchecks out\b", r"\bmisleading\b", r"\b(that's|thats|that is|this is|which is|would be|is just) wrong\b",
+    r"\bchecks out\b", r"\bmisleading\b", r"\b(a|the|an) (\w+ ){0,3}lie\b", r"\blying\b", r"\b(that's|thats|that is|this is|which is|would be|is just) wrong\b",
     r"\bwrong (guess|answer|call|suspect|tree|lead|conclusion|read)\b", r"\bthe trap\b", r"\bnot the (bug|problem|cause|issue|bottleneck)\b",
     r"\bisn't (the|broken|slow|it|what|why)\b", r"\bis not (the|broken|slow|it|what|why)\b", r"\bonly (explains?|accounts? for|"
     r"buys?|gets?|moves?|saves?)\b", r"\bwould only\b", r"\boverrule\w*", r"\bdoesn't (hold|fit|survive)\b", r"\bnope\b",
@@ -71,6 +71,11 @@ VERDICT = (
     r"\b(surprised|shocked|amazed) if\b", r"\bif\b[^,.;:]{0,40}\bwere\b",
     r"\b(that's|that is|it's|it is|this is) not (it|that|the (one|answer|story))\b", r"\bat best\b",
 )
+# A cause said in the negative is asserted, not denied: "two workers can't keep up", "not
+# enough workers", "the bucketing isn't kicking in", "the hooks never fire".
+SHORTFALL = (r"(\bnot\b|n't\b|\bnever\b|\bcannot\b|\bno longer\b)(\s+\w+){0,2}?\s+(keep(ing)? up|keep pace|enough|"
+             r"fast enough|sufficient|kick(s|ing)? in|fir(e|es|ing)|trigger(s|ing|ed)?|happen(s|ing)?|work(s|ing)?|"
+             r"overlap(s|ping)?|hid(e|es|ing|den))\b",)
 # A cause ruled out in so many words (said in the clause that names it).
 DENIAL = (r"\brule[sd]? (\w+\W+){0,4}out\b", r"\brul(e|ing) out\b", r"\bred herring\b", r"\ba distraction\b",
           r"\b(set|put|leave) (\w+\W+){0,6}aside\b", r"\bnot (the|a|our) (problem|bottleneck|culprit|issue|cause)\b",
@@ -154,6 +159,7 @@ DOUBT = (r"\b(could|might|may)\b", r"\bmaybe\b", r"\bperhaps\b", r"\bpossibl[ey]
 INVESTIGATE = (r"\b(check|verify|confirm|see|test|find out|look (at|into)|investigate|measure|figure out|ask|know)\b"
                r".{0,40}\b(whether|if)\b", r"\bworth (checking|a look|looking|ruling)\b", r"\bopen questions?\b",
                r"\bwant (more data|to know|to see|to check|to confirm)\b", r"\bto rule (it|that|this) out\b",
+               r"\bto (be|make) (sure|certain)\b", r"\bjust in case\b",
                # a check of the trap, not its course: "double-check the MFU math", "sanity-check NCCL"
                r"\b(double|sanity|cross)[- ]?check\w*\b")
 # Put off: a course for later, once more is known.

@@ -284,8 +284,9 @@ def _denies(text: str, m: re.Match) -> bool:
     """The cause matched at m is denied in its clause: negated ("the loader isn't the
     problem"), the object of a denied "that" ("it can't be that the GPUs are waiting for
     images"), or ruled out ("I'd rule out the input pipeline"). A cause said in the
-    negative ("not overlapped") is asserted, not denied."""
-    if re.search(lexicon.NEGATION, m.group(0), re.I):
+    negative ("not overlapped", "two workers can't keep up") is asserted, not denied."""
+    if re.search(lexicon.NEGATION, m.group(0), re.I) or \
+            _has(lexicon.SHORTFALL, text[max(0, m.start() - 30):m.end() + 40]):
         return False
     return (negated(text, m.start(), m.end())
             or re.search(lexicon.NEGATION + r"\s+(\w+\s+)?be\s+that\b(\W+\w+){0,8}\W*$", text[:m.start()], re.I) is not None
