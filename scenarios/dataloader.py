@@ -794,6 +794,7 @@ scenario = Scenario(
              r"num_workers", r"workers? (are|is) (pegged|saturated|maxed|the bottleneck)"),
         ),
         fix=(r"num_workers", r"(more|add\w*|increas\w*|rais\w*|bump\w*) .{0,25}workers", r"workers? .{0,12}(to|->|→) ?\d+",
+             r"\bfix\w*( is|:)?.{0,15}\b\d+ (data ?loader )?workers\b", r"\b\d+ workers\s*(\+|,|and|with) ?(pin\w*|prefetch\w*)",
              r"\bdali\b|nvjpeg|gpu decod\w*", r"pin_memory"),
         traps={"nvidia_smi_100": (r"nvidia-smi", r"100 ?% (gpu )?util\w*", r"utili[sz]ation (is|says|shows|reads) (100|full)",
                                   r"\bgpus?('s| is| are)? (fully |100% )?(utili[sz]ed|saturated|maxed|pegged)\b",

@@ -531,3 +531,13 @@ def test_a_read_with_a_wrong_cause_of_its_own_does_not_endorse_a_trap_it_only_sa
 def test_a_cause_said_in_the_negative_and_a_check_to_be_sure_are_not_endorsements(sid, read):
     r = run(sid, read)
     assert not r["trap_endorsed"] and crit(r, "root_cause")["score"] > 0
+
+
+@pytest.mark.parametrize("sid,read,cid,reason", [
+    ("prefill", "Iterations run 34 ms until an 8,539-token prompt gets prefilled alone: 946 ms with zero decode tokens.",
+     "root_cause", "root cause"),
+    ("prefill", "A couple of iterations carry the whole prompt and no decode tokens.", "root_cause", "root cause"),
+    ("dataloader", "Fix is 16 workers, pin memory, prefetch factor 4.", "fix_win", "names the fix"),
+])
+def test_the_cause_and_fix_as_strong_reads_say_them(sid, read, cid, reason):
+    assert any(e["reason"] == reason for e in crit(run(sid, read), cid)["evidence"])

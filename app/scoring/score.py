@@ -569,7 +569,7 @@ def _root_cause(read: Read, key: dict, rubric: Rubric, w: dict) -> dict:
         for s in read.sents:
             for c in clauses(s):
                 m = _has(group, c.text)
-                if m and not negated(c.text, m.start(), m.end()):
+                if m and not _denies(c.text, m):
                     hit = (c, m)
                     break
             if hit:
