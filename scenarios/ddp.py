@@ -284,7 +284,9 @@ scenario = Scenario(
                              r"\b(interconnect|fabric|nvlink|nccl)\b.{0,25}\b(misconfigur\w*|degraded|underperform\w*|"
                              r"under-perform\w*|the (problem|bottleneck|culprit))",
                              r"\b(tune|retune|tweak) (the )?nccl\b", r"\bnccl_(algo|proto|min_nchannels|nthreads|buffsize)\b",
-                             r"\bwrong (nccl )?protocol\b"),
+                             r"\bwrong (nccl )?protocol\b",
+                             r"\bsomething('s| is) (off|wrong|broken) (in|with) (the )?(interconnect|nccl|network|fabric|"
+                             r"nvlink|links?)\b", r"\bnccl (config\w*|settings|setup)\b"),
                "no_sync": (r"no_sync", r"(never|not) (being )?(synchroni[sz]\w*|synced)", r"grad(ient)? accumulation")},
         also_confirms=("ddp-debug",),
     ),

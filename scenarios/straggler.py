@@ -609,7 +609,9 @@ scenario = Scenario(
                              r"\b(not|isn't|it's not|wasn't) (the )?(nccl|nvlink|network|wire)\b", r"\bnccl (isn't|is not|wasn't)\b",
                                  r"nvlink.{0,20}(degraded|slow|broken|bad)", r"\bswitch\b",
                                  r"\binterconnect\b.{0,20}\b(degraded|slow|broken|problem|bottleneck)\b",
-                                 r"\breprovision\w*\b.{0,40}\b(nccl|nvlink|network|fabric|topology)\b"),
+                                 r"\breprovision\w*\b.{0,40}\b(nccl|nvlink|network|fabric|topology)\b",
+                                 r"\bsomething('s| is) (off|wrong|broken) (in|with) (the )?(interconnect|nccl|network|"
+                                 r"fabric|nvlink|links?)\b", r"\bnccl (config\w*|settings|setup)\b"),
                "data_skew": (r"(data|shard|sequence|batch)[- ]?(skew|imbalanc\w*)", r"imbalanc\w*", r"longer sequences",
                              r"\bmore (data|work|tokens)\b", r"length-grouped|token-budget|rebalanc\w*",
                              r"uneven (data|work|shards?)"),

@@ -541,3 +541,29 @@ def test_a_cause_said_in_the_negative_and_a_check_to_be_sure_are_not_endorsement
 ])
 def test_the_cause_and_fix_as_strong_reads_say_them(sid, read, cid, reason):
     assert any(e["reason"] == reason for e in crit(run(sid, read), cid)["evidence"])
+
+
+@pytest.mark.parametrize("sid,read", [
+    ("ddp", "The all-reduce is 175 ms. Could NCCL be misconfigured? Possibly. I'd compare against nccl-tests numbers to know."),
+    ("dataloader", "There's idle time before each forward. Maybe the host-to-device copy, maybe the loader. We should "
+                   "look at the memcpy rows and the worker threads next."),
+    ("launch-bound", "Lots of tiny kernels per token. The GEMVs are the biggest ones; we should find out if they're "
+                     "efficient, and whether the .item() call matters."),
+    ("straggler", "The all-reduce got longer after the reprovision. It might be NVLink or it might be one rank being "
+                  "slow; I'd pull per-rank timings and nccl-tests to tell."),
+    ("prefill", "The p99 spikes could be GC or something in the scheduler. I'd check the Python row for GC pauses and "
+                "the iteration args."),
+    ("skinny-gemm", "MFU 18% with the GPU 96% busy is odd. Either the kernels are slow or the MFU math is off; ncu on "
+                    "the top GEMM would tell."),
+])
+def test_a_trap_raised_only_to_be_measured_is_not_capped(sid, read):
+    """Middling reads that raise the trap as something to look at (the corpora's mention_only
+    reads were the largest source of false caps)."""
+    assert not run(sid, read)["trap_endorsed"]
+
+
+def test_measuring_a_trap_the_read_says_is_the_cause_is_its_course():
+    r = run("ddp", "Only 160 GB/s of bus bandwidth where NVLink 4 gives 370, so something is off in the interconnect or "
+                   "the NCCL configuration. I'd run nccl-tests, look at NCCL_ALGO and NCCL_PROTO, and make sure NVLink "
+                   "isn't falling back to PCIe.")
+    assert r["trap_endorsed"] and r["total"] <= 40

@@ -128,7 +128,7 @@ ENDORSE = (
     # saying it is the cause: a causal verb with the trap as its subject
     r"\b(is|are|was|were) (hurting|killing|stalling|slowing|eating|choking|starving|throttling|limiting|holding|"
     r"dragging|capping|bottlenecking|costing)\b", r"\b(hurts|kills|stalls|slows|chokes|starves|throttles|limits|drains|"
-    r"costs|caps|explains)\b", r"\b(has|have) (a |some )?(problem|issue)s?\b", r"\b(is|are) (broken|misconfigured|degraded|"
+    r"costs|caps|explains)\b", r"\b(has|have) (a |some )?(problem|issue)s?\b", r"\b(is|are) (off|broken|misconfigured|degraded|"
     r"saturated|too slow|the slow part|underperforming)\b", r"\bi (suspect|believe|bet)\b",
     r"\bwhat'?s (eating|killing|hurting|slowing|stalling|holding)\b",
     # said plainly, as non-native speakers and transcripts do: "this is the reason of slow",
@@ -162,6 +162,17 @@ INVESTIGATE = (r"\b(check|verify|confirm|see|test|find out|look (at|into)|invest
                r"\bto (be|make) (sure|certain)\b", r"\bjust in case\b",
                # a check of the trap, not its course: "double-check the MFU math", "sanity-check NCCL"
                r"\b(double|sanity|cross)[- ]?check\w*\b")
+# Looking, not changing: a course that only measures ("I'd compare against nccl-tests
+# numbers", "we should look at the memcpy rows", "pull per-rank timings ... to tell"). Not
+# "check", "rerun" or "verify": "check the switch", "rerun without the profiler" are traps'
+# own courses.
+LOOK = (r"\b(look(ing)? (at|into|for)|compar(e|ing)|pull(ing)?|inspect\w*|examin\w*|cross-?check\w*|dig(ging)? into|"
+        r"keep an eye on|find out|see (what|whether|if|how))\b", r"\bto (know|tell|see|find out|be sure)\b",
+        r"\bcheck(ing)? (the )?(\w+ ){0,2}(rows?|trace|timeline|logs?|summary|counters?|output|args) (for|to)\b")
+# Changing something: with one of these in its claim a course is a fix, not a look.
+FIXING = (r"\b(fix\w*|tun(e|es|ed|ing)|retun\w*|autotun\w*|replac\w*|reseat\w*|upgrad\w*|remov\w*|drop\w*|swap\w*|"
+          r"switch\w*|rebalanc\w*|add(ing)?|increas\w*|quantiz\w*|enabl\w*|disabl\w*|freez\w*|rais\w*|set(ting)?|"
+          r"bump\w*|cut(ting)?|move|moving|re-?image\w*|restart\w*|rewrit\w*|chang\w*|turn\w* (on|off)|get rid)\b",)
 # Put off: a course for later, once more is known.
 DEFER = (r"\b(later|at some point|eventually)\b", r"\bbefore (committing|deciding|saying|concluding|blaming)\b",
          r"\bmore data\b")

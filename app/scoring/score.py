@@ -305,7 +305,8 @@ def _clause_denies_cause(text: str, rubric: Rubric) -> bool:
 
 def _classify(read: Read, i: int, clause: Span, m_start: int, m_end: int, rubric: Rubric) -> tuple[str, bool]:
     """One mention of a trap: "rejected", "endorsed", "tentative" (an endorsement hedged or
-    on the side), "posed" (asked, a check to make, or put off) or "named", and whether
+    on the side), "checking" (a course that only measures it), "posed" (asked, a check to
+    make, or put off) or "named", and whether
     arithmetic backs the rejection (a number after the mention in its sentence or in the
     next one)."""
     s = read.sents[i]
@@ -335,17 +336,21 @@ def _classify(read: Read, i: int, clause: Span, m_start: int, m_end: int, rubric
     # turned by a contrast, unless what follows the contrast proposes the trap's course
     turn = re.search(r"\b(but|however|though|yet)\b", after_mention, re.I)
     conceded = turn and not _has(lexicon.COMMIT, after_mention[turn.end():])
+    # "make sure NVLink isn't falling back to PCIe": a negation under a check is the check's
+    if re.search(r"\b(make sure|ensure|check that|verify that|confirm that)\b", read.text[clause.start:m_start], re.I):
+        return "posed", False
     if here or verdict or conceded:
         return "rejected", arith
     if posed and (answered or arith or _has((lexicon.NEGATION,), after_mention)):
         return "rejected", arith
     if answered and not endorse:
         return "rejected", arith
-    # a question ("are the GC pauses related?", "would a replica help?") or a check to make
-    # ("I'd want to check whether NCCL ...") poses the trap: that is not backing it
+    # a question ("are the GC pauses related?", "would a replica help?", "one question is
+    # whether the MFU number is off") or a check to make ("I'd want to check whether NCCL
+    # ...") poses the trap: that is not backing it
     checked = _has(lexicon.INVESTIGATE, around)
     if s.text.rstrip().endswith("?") or (checked and around.find(mention) > checked.start()) or \
-            _has(lexicon.DEFER, around):
+            _has(lexicon.DEFER, around) or re.search(r"\bwhether\b", read.text[clause.start:m_start], re.I):
         return "posed", False
     # "it could possibly be the copy": an attribution, hedged
     leaning = re.search(r"\b(could|might|may)\b(\s+\w+){0,2}\s+be\b(\s+\w+){0,3}\s*$",
@@ -355,7 +360,14 @@ def _classify(read: Read, i: int, clause: Span, m_start: int, m_end: int, rubric
         # "I'd probably start with the copy": a commitment hedged in the same breath is unsure too
         unsure = leaning or (_has(lexicon.HEDGE, around) and (not _has(lexicon.COMMIT, around) or re.search(
             r"\b(i'd|i would|we should|we'd|i will|i'll)\s+(probably|maybe|likely|perhaps)\b", around, re.I)))
-        return ("tentative" if side or unsure else "endorsed"), False
+        # "either the kernels are slow or the MFU math is off": one of several, unsure too
+        if side or unsure or _has(lexicon.ALTERNATIVES, around):
+            return "tentative", False
+        # a course that only looks ("I'd compare against nccl-tests numbers", "we should look
+        # at the memcpy rows") backs the trap only where the read also says it is the cause
+        if (checked or _has(lexicon.LOOK, around)) and not _has(lexicon.FIXING, around):
+            return "checking", False
+        return "endorsed", False
     return "named", False
 
 
@@ -451,7 +463,9 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict, own_cause: bool = True
     best, ev, endorsed_ev = 0.0, [], []
     review: str | None = None
     leaning: list[dict] = []  # hedged endorsements of a trap the read never rejects
+    trap_claim = {t["id"]: t["claim"] for t in key["traps"]}
     stated: list[dict] = []  # the trap said as a plain fact ("the spikes are GC pauses"), never rejected
+    looked: list[tuple[str, dict]] = []  # (trap id, evidence): courses that only measure a trap
     for trap in key["traps"]:
         pats = rubric.traps.get(trap["id"], ())
         mentions = []  # (start, end, kind, arith, sentence) in reading order
@@ -500,6 +514,11 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict, own_cause: bool = True
                                     f"cause or fix ({read.original[a:b]!r}): is it endorsed?")
             elif kind == "endorsed" and not retracted:
                 endorsed_ev.append(_ev(read.original, a, b, f"endorses the trap: {trap['claim']}"))
+            elif kind == "checking":
+                looked.append((trap["id"], _ev(read.original, a, b, f"proposes to measure the trap it says is the "
+                                                                   f"cause: {trap['claim']}")))
+                review = review or (f"the read proposes to measure the trap '{trap['claim']}' "
+                                    f"({read.original[a:b]!r}): is that backing it or checking it?")
             elif kind in ("endorsed", "tentative"):
                 # a belief said softly ("I suspect", "probably") or a course proposed, not
                 # doubt ("it could possibly be ..., I'm not sure") or one of several alternatives
@@ -529,6 +548,10 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict, own_cause: bool = True
         endorsed_ev = leaning
     if not endorsed_ev and stated and sole and _proposes(read):
         endorsed_ev = stated
+    # measuring a trap the read endorses is the trap's course ("something is off in the NCCL
+    # configuration. I'd run nccl-tests and look at NCCL_ALGO")
+    endorsed_traps = {e["reason"] for e in endorsed_ev}
+    endorsed_ev += [e for tid, e in looked if any(trap_claim[tid] in r for r in endorsed_traps)]
     if endorsed_ev:
         t0 = key["traps"][0]
         return _criterion("trap", 0, endorsed_ev, [f"reject it: {t0['why_wrong']}"], w), True, None
