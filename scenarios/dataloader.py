@@ -806,7 +806,8 @@ scenario = Scenario(
                "comm": (r"(ddp |nccl )?(communication|all-?reduce|nccl).{0,30}(slow|bottleneck|problem)",
                         r"\bbucket(_cap_mb| size| count|s)\b", r"\bcollective (latency|overhead)\b",
                         r"\b(the )?(ddp|nccl|comm) (side|tuning)\b", r"\bnccl_debug\b", r"\bcomm\w*\b.{0,30}\bgat\w+\b",
-                        r"\b(all-?reduce|collective)s? (calls?|latency|overhead)\b")},
+                        r"\b(all-?reduce|collective)s? (calls?|latency|overhead)\b",
+                        r"\bproblem is (the )?(ddp |nccl )?(communication|comm\w*|all-?reduce|nccl|sync\w*)\b")},
         also_confirms=("nsys-nvtx-sum",),
     ),
     hints=(

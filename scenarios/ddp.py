@@ -277,6 +277,7 @@ scenario = Scenario(
              r"overlap (the )?(all-?reduce|comm\w*|gradient sync\w*) with (the )?backward",
              r"overlap\w* (it|them|that) with (the )?backward"),
         traps={"nccl_slow": (r"nccl.{0,30}(slow|broken|misconfig\w*|bandwidth|tun\w*|bottleneck|problem|culprit)",
+                             r"\binterconnect\b", r"\b(fabric|network|nvlink|link) (problem|issue|fault)\b",
                              r"(slow|broken|bad|misconfigured) (nccl|nvlink|interconnect)", r"blam\w+ (nccl|nvlink|the network)",
                              r"nvlink", r"nccl-tests",
                              r"\b(not|isn't|it's not|wasn't) (the )?(nccl|nvlink|network|wire)\b", r"\bnccl (isn't|is not|wasn't)\b",

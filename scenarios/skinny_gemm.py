@@ -908,7 +908,9 @@ scenario = Scenario(
                                           r"\b(comm\w*|nccl|reduce-scatter\w*)\b.{0,40}\b(ceiling|critical path|gat\w+|limit\w*)\b",
                                           r"\bcut (the )?comm\w*", r"\bgated by\b", r"nccl_algo",
                                           r"\b(reduce|cut|shrink|trim) (the )?(comm\w*|nccl|reduce-?scatters?)\b",
-                                          r"\b(nccl|reduce-?scatter\w*|comm\w*)\b.{0,40}\b(hammer\w*|starv\w*|slow\w*)\b")},
+                                          r"\b(nccl|reduce-?scatter\w*|comm\w*)\b.{0,40}\b(hammer\w*|starv\w*|slow\w*)\b",
+                                          r"\b(comm\w*|nccl|reduce-?scatter\w*)\b.{0,20}\b(eat\w*|dominat\w*|kill\w*)\b",
+                                          r"\b(reduce|cut|shrink) (the )?(zero-?\d )?(comm\w*|traffic)\b")},
         also_confirms=("gemm-microbench",),
     ),
     hints=(

@@ -604,6 +604,7 @@ scenario = Scenario(
         fix=(r"(fix|repair|check|improve|restore) .{0,20}(cooling|airflow|fans?|thermal)", r"\bcooling\b", r"\bairflow\b",
              r"(swap|replace|drain|cordon|exclude|remove|rma) .{0,20}(the )?(gpu|node|rank|card)", r"\brma\b"),
         traps={"nccl_degraded": (r"nccl.{0,30}(slow|degraded|broken|misconfig\w*|tun\w*|bandwidth)", r"nccl_algo", r"nccl-tests",
+                                 r"\b(fabric|network|nvlink|link) (problem|issue|fault)\b",
                                  r"slow (wire|network|interconnect|links?)", r"bandwidth alone", r"\bnvlink\b",
                                  r"(re)?tun\w* nccl",
                              r"\b(not|isn't|it's not|wasn't) (the )?(nccl|nvlink|network|wire)\b", r"\bnccl (isn't|is not|wasn't)\b",

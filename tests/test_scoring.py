@@ -567,3 +567,25 @@ def test_measuring_a_trap_the_read_says_is_the_cause_is_its_course():
                    "the NCCL configuration. I'd run nccl-tests, look at NCCL_ALGO and NCCL_PROTO, and make sure NVLink "
                    "isn't falling back to PCIe.")
     assert r["trap_endorsed"] and r["total"] <= 40
+
+
+@pytest.mark.parametrize("sid,read", [
+    ("straggler", "Rank 4's own all-reduce runs at 132 GB/s where NVSwitch should give 350. So NCCL is slow on every "
+                  "rank, and that's a fabric problem. I'd go after NCCL first."),
+    ("ddp", "I suspect the interconnect. About 240 ms of the 860 ms step is the all-reduce, only 85 GB/s. Probably "
+            "NCCL isn't using NVLink for all the pairs."),
+    ("skinny-gemm", "The GEMM sits on its roofline, so the 21% MFU must come from outside: communication is eating "
+                    "the step. Reduce the ZeRO-2 traffic with bigger buckets."),
+    ("dataloader", "I think problem is communication. GPU is waiting at begin of step for the gradients of other "
+                   "ranks. Set bigger bucket so there is less of calls."),
+])
+def test_conclusions_and_faults_said_plainly_endorse(sid, read):
+    r = run(sid, read)
+    assert r["trap_endorsed"] and r["total"] <= 40, r["criteria"][2]["evidence"]
+
+
+def test_what_youd_think_and_then_refute_is_not_endorsed():
+    r = run("skinny-gemm", "so the kernels are back to back ninety eight percent busy and youd think oh the mfu math "
+                           "is off or the profiler is adding overhead but i did the math its right and ncu says the "
+                           "top gemm is memory bound so micro batch four")
+    assert not r["trap_endorsed"]

@@ -92,6 +92,7 @@ HYPOTHESIS = (
     r"\b(someone|somebody|anyone|people|the team|they|one|others?|everyone|management|a colleague|colleagues)\b.{0,20}"
     r"\b(will|would|might|may|could|says?|thinks?|suspects?|blames?|claims?|is convinced|argues?)\b",
     r"\b\w+ (could|might|would|will|may) (say|blame|argue|suggest|think|guess|suspect)\b",
+    r"\byou'?d (think|say|guess|expect|blame|suspect)\b",
     r"\b(the )?(trap|obvious (guess|answer|suspect)|tempting (answer|fix|guess|story|read)|usual suspect)\b",
     r"\bshould (i|we) blame\b", r"\bcould (it|this|that|rank \d+|the \w+) (just )?(be|have)\b", r"\?",
     r"\bbefore (anyone|we|you)\b", r"\bfirst (thought|guess|instinct)\b", r"\bit (looks|seems) like\b",
@@ -179,10 +180,16 @@ DEFER = (r"\b(later|at some point|eventually)\b", r"\bbefore (committing|decidin
 # A read that says it has not made up its mind: its hedged hypothesis is not a commitment.
 UNDECIDED = DEFER + (r"\b(don't|do not|dont) know yet\b", r"\bnot sure yet\b", r"\btoo early\b",
                      r"\bbefore (i|we) (commit|decide|conclude)\b", r"\bundecided\b", r"\bcan't (tell|say) yet\b")
+# A conclusion drawn ("So NCCL is slow on every rank"): with a trap's words of fault in the
+# mention, an endorsement however plainly it is said.
+CONCLUSION = r"^\W*(so|therefore|hence|thus|which means)\b"
+FAULT_WORDS = r"\b(slow(er)?|broken|misconfig\w*|degraded|bad|faulty|bottleneck|problem|culprit|inefficient)\b"
 # A fault said with a negation: "isn't being detected right", "not configured properly".
 # ("didn't train properly": n't has no word boundary before it). A quality denied is a
 # fault asserted: "NVLink isn't at full bandwidth", "the link isn't healthy".
 FAULT = (r"(\bnot\b|n't\b)(\s+\w+){0,4}\s+(right|correct(ly)?|properly|as expected)\b",
+         r"(\bnot\b|n't\b)\s+(good|well)\s+(configured|set up|tuned)\b",
+         r"(\bnot\b|n't\b)\s+(using|hitting|reaching|getting|running at)\b",
          r"(\bnot\b|n't\b)(\s+\w+){0,2}\s+(at full|up to (speed|spec)|at (spec|rated)|healthy|working|running at full)\b",
          r"\b(came back|configured|set up|wired|detected|negotiat\w*|tuned|built) (\w+ )?wrong\b")
 COMMIT = (r"\bwe should\b", r"\bi'd\b", r"\bid (go|run|do|try|flip|fix|tune|switch|turn|use|add|bump|retune)\b", r"\bi would\b", r"\blet's\b", r"\bneed to\b", r"\bmust\b", r"\bthe fix\b",

@@ -224,8 +224,8 @@ def negated(clause: str, start: int, end: int) -> bool:
     """A negation that governs the words at [start, end): up to four words before them or
     right after them ("it's not NCCL", "NCCL isn't the problem"), in the same clause."""
     before, after = clause[:start], clause[end:]
-    if re.match(r"^\s*[,;]\s*(and\s+|but\s+)?not\b", after, re.I):
-        after = ""  # "it's the input pipeline, not comm": the "not" is the other thing's
+    if re.match(r"^[^,;.]{0,25}[,;]\s*(and\s+|but\s+)?not\b", after, re.I):
+        after = ""  # "it's the input pipeline, not comm", "the copy path, not decode": the other thing's
     return bool(re.match(r"\W*(\w+'s\s+)?\w*" + lexicon.NEGATION, clause[start:end], re.I)  # "not NCCL", "isn't NCCL"
                 or re.search(lexicon.NEGATION + r"\W+(\w+\W+){0,4}$", before, re.I)
                 # "ca"/"wo": can't and won't split as ca + n't, wo + n't
@@ -321,7 +321,7 @@ def _classify(read: Read, i: int, clause: Span, m_start: int, m_end: int, rubric
     verdict = None if _clause_denies_cause(clause.text, rubric) else _has(lexicon.VERDICT, around)
     # "the NVLink topology isn't being detected right": a negation that says something is
     # broken asserts the fault, it does not deny it
-    fault = _has(lexicon.FAULT, after_mention[:80])
+    fault = _has(lexicon.FAULT, after_mention[:80]) or _has(lexicon.FAULT, read.text[max(clause.start, m_start - 30):m_end])
     here = negated(clause.text, m_start - clause.start, m_end - clause.start) and not fault
     # "with nvidia-smi at 100% it can't be that the GPUs are waiting for images": the
     # negation is the true cause's, not the trap's (the read-level check below sees the denial)
@@ -331,11 +331,18 @@ def _classify(read: Read, i: int, clause: Span, m_start: int, m_end: int, rubric
     # the next sentence's verdict answers the trap, unless it is the true cause it rules out
     answered = any((re.match(lexicon.VERDICT_OPENING, f, re.I) or _has(lexicon.VERDICT, f))
                    and not _clause_denies_cause(f, rubric) for f in follow[:1])
-    endorse = _has(lexicon.ENDORSE, around) or fault
+    endorse = _has(lexicon.ENDORSE, around) or fault or (
+        re.match(lexicon.CONCLUSION, clause.text, re.I) and re.search(lexicon.FAULT_WORDS, mention, re.I))
     # "X, I know that's what people point at, but that counter only asks ...": a concession
     # turned by a contrast, unless what follows the contrast proposes the trap's course
     turn = re.search(r"\b(but|however|though|yet)\b", after_mention, re.I)
     conceded = turn and not _has(lexicon.COMMIT, after_mention[turn.end():])
+    if posed and not turn and run_on:
+        # "youd think oh the mfu math is off ... but i did the math its right": in speech the
+        # answer to a posed hypothesis can lie past the window's spoken turn
+        tail = read.text[m_end:min(s.end, m_end + 200)]
+        turn = re.search(r"\b(but|however)\b", tail, re.I)
+        conceded = turn and not _has(lexicon.COMMIT, tail[turn.end():turn.end() + 100])
     # "make sure NVLink isn't falling back to PCIe": a negation under a check is the check's
     if re.search(r"\b(make sure|ensure|check that|verify that|confirm that)\b", read.text[clause.start:m_start], re.I):
         return "posed", False
