@@ -589,3 +589,10 @@ def test_what_youd_think_and_then_refute_is_not_endorsed():
                            "is off or the profiler is adding overhead but i did the math its right and ncu says the "
                            "top gemm is memory bound so micro batch four")
     assert not r["trap_endorsed"]
+
+
+def test_a_fix_named_only_to_be_denied_does_not_lift_the_cap():
+    r = run("dataloader", "nvidia-smi shows 100% utilization, so the GPU is saturated and the data loading can't be "
+                          "what's holding us back; a synthetic data run would change nothing and more workers won't "
+                          "help. The time goes inside the kernels.")
+    assert r["trap_endorsed"] and r["total"] <= 40

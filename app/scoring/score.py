@@ -306,9 +306,8 @@ def _clause_denies_cause(text: str, rubric: Rubric) -> bool:
 def _classify(read: Read, i: int, clause: Span, m_start: int, m_end: int, rubric: Rubric) -> tuple[str, bool]:
     """One mention of a trap: "rejected", "endorsed", "tentative" (an endorsement hedged or
     on the side), "checking" (a course that only measures it), "posed" (asked, a check to
-    make, or put off) or "named", and whether
-    arithmetic backs the rejection (a number after the mention in its sentence or in the
-    next one)."""
+    make, or put off) or "named", and whether arithmetic backs the rejection (a number
+    after the mention in its sentence or in the next one)."""
     s = read.sents[i]
     run_on = len(s.text.split()) > RUN_ON_WORDS
     around = _window(read, i, m_start, m_end) if run_on else _claim(read, i, clause, rubric)
@@ -469,8 +468,8 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict, own_cause: bool = True
     the read takes back later)."""
     best, ev, endorsed_ev = 0.0, [], []
     review: str | None = None
+    endorsed_ids: set[str] = set()  # traps endorsed outright
     leaning: list[dict] = []  # hedged endorsements of a trap the read never rejects
-    trap_claim = {t["id"]: t["claim"] for t in key["traps"]}
     stated: list[dict] = []  # the trap said as a plain fact ("the spikes are GC pauses"), never rejected
     looked: list[tuple[str, dict]] = []  # (trap id, evidence): courses that only measure a trap
     for trap in key["traps"]:
@@ -521,6 +520,7 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict, own_cause: bool = True
                                     f"cause or fix ({read.original[a:b]!r}): is it endorsed?")
             elif kind == "endorsed" and not retracted:
                 endorsed_ev.append(_ev(read.original, a, b, f"endorses the trap: {trap['claim']}"))
+                endorsed_ids.add(trap["id"])
             elif kind == "checking":
                 looked.append((trap["id"], _ev(read.original, a, b, f"proposes to measure the trap it says is the "
                                                                    f"cause: {trap['claim']}")))
@@ -546,19 +546,18 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict, own_cause: bool = True
                 if w["trap"] / 5 > best:
                     best, ev = w["trap"] / 5, [_ev(read.original, a, b, f"names the trap '{trap['claim']}' without "
                                                                       f"rejecting it")]
-    # a hedge is doubt only where the read weighs something else: a read whose one
-    # hypothesis is the trap (never rejected, the true cause and its fix never said) has
-    # committed to it however softly it says so, unless it says it has not decided
-    # the same for a trap stated as plain fact in a read that commits to a course
+    # A hedge is doubt only where the read weighs something else: a read whose one
+    # hypothesis is the trap (never rejected; the true cause, its fix and any other blame
+    # never said; not undecided) has committed to it however softly it says so. The same
+    # for a trap stated as plain fact in a read that commits to a course.
     sole = not own_cause and not _has(lexicon.UNDECIDED, read.text) and not _other_cause(read, key, rubric)
     if not endorsed_ev and leaning and sole:
         endorsed_ev = leaning
     if not endorsed_ev and stated and sole and _proposes(read):
         endorsed_ev = stated
-    # measuring a trap the read endorses is the trap's course ("something is off in the NCCL
-    # configuration. I'd run nccl-tests and look at NCCL_ALGO")
-    endorsed_traps = {e["reason"] for e in endorsed_ev}
-    endorsed_ev += [e for tid, e in looked if any(trap_claim[tid] in r for r in endorsed_traps)]
+    # measuring a trap the read endorses outright is the trap's course ("something is off in
+    # the NCCL configuration. I'd run nccl-tests and look at NCCL_ALGO")
+    endorsed_ev += [e for tid, e in looked if tid in endorsed_ids]
     if endorsed_ev:
         t0 = key["traps"][0]
         return _criterion("trap", 0, endorsed_ev, [f"reject it: {t0['why_wrong']}"], w), True, None
@@ -610,6 +609,12 @@ def _root_cause(read: Read, key: dict, rubric: Rubric, w: dict) -> dict:
             ev.append(_ev(read.original, c.start + m.start(), c.start + m.end(), "root cause"))
     missed = [] if found == len(rubric.root_cause) else [key["root_cause"]]
     return _criterion("root_cause", w["root_cause"] * found / max(1, len(rubric.root_cause)), ev, missed, w)
+
+
+def _proposes_fix(read: Read, rubric: Rubric) -> bool:
+    """The read names the key's fix somewhere without denying it ("more workers won't help"
+    names it only to deny it)."""
+    return any(m and not _denies(c.text, m) for s in read.sents for c in clauses(s) for m in [_has(rubric.fix, c.text)])
 
 
 def _names_measurement(read: Read, key: dict, rubric: Rubric) -> bool:
@@ -720,18 +725,8 @@ def score(key: dict, rubric: Rubric, narration: str, runs: list[dict] | None = N
     w = {**WEIGHTS, **(weights or {})}
     read = read_of(narration)
     root = _root_cause(read, key, rubric, w)
-    own_cause = root["score"] > 0 or _has(rubric.fix, read.text) is not None
+    own_cause = root["score"] > 0 or _proposes_fix(read, rubric)
     trap, endorsed, review = _trap(read, key, rubric, w, own_cause)
-    if endorsed:
-        review = None
-        # a read that names the true fix and the decisive measurement has the story; a trap
-        # endorsement beside it is a slip or a misreading of ours as often as a belief, and
-        # capping a strong read costs far more than missing a weak one: a reader decides
-        if _has(rubric.fix, read.text) and _names_measurement(read, key, rubric):
-            endorsed = False
-            review = (f"the read endorses a trap ({trap['evidence'][0]['text']!r}) but also names the fix and the "
-                      f"decisive measurement: which does it stand on?")
-            trap.update(score=0, missed=[f"reject the trap out loud: {key['traps'][0]['why_wrong']}"])
     # only where the trap was named and not rejected outright (a third of its points or less)
     named_only = not endorsed and trap["evidence"] and trap["score"] < w["trap"] / 2
     denial = _read_denies_cause(read, rubric) if named_only else None
@@ -741,6 +736,16 @@ def score(key: dict, rubric: Rubric, narration: str, runs: list[dict] | None = N
         endorsed = True
         trap.update(score=0, evidence=trap["evidence"] + [denial],
                     missed=[f"reject it: {key['traps'][0]['why_wrong']}"])
+    if endorsed:
+        review = None
+        # a read that names the true fix and the decisive measurement has the story; a trap
+        # endorsement beside it is a slip or a misreading of ours as often as a belief, and
+        # capping a strong read costs far more than missing a weak one: a reader decides
+        if _proposes_fix(read, rubric) and _names_measurement(read, key, rubric):
+            endorsed = False
+            review = (f"the read endorses a trap ({trap['evidence'][0]['text']!r}) but also names the fix and the "
+                      f"decisive measurement: which does it stand on?")
+            trap.update(score=0, missed=[f"reject the trap out loud: {key['traps'][0]['why_wrong']}"])
     criteria = [_discipline(read, rubric, w), _findings(read, key, rubric, w), trap, root,
                 _measurement(read, key, rubric, runs or [], w), _fix_win(read, key, rubric, w)]
     words = word_count(narration)
