@@ -536,7 +536,7 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict, own_cause: bool = True
                                                             f"{trap['claim']}"))
                 review = review or (f"the read {'leans towards' if kind == 'tentative' else 'first takes'} the trap "
                                     f"'{trap['claim']}' ({read.original[a:b]!r})"
-                                    + (", then rejects it" if retracted else ", hedged or as a side fix")
+                                    + (", then takes it back" if retracted else ", hedged or as a side fix")
                                     + ": is it endorsed?")
             else:
                 if kind == "named" and not rejected_anywhere and not _has(lexicon.ALTERNATIVES, s.text) \
