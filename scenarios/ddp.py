@@ -276,7 +276,8 @@ scenario = Scenario(
              r"(remove|fix|drop|unwrap)\w* (the |that )?(\w+ )?(wrapper|hooks?)", r"let ddp('s)? (reducer|hooks?)", r"bucket_cap_mb",
              r"overlap (the )?(all-?reduce|comm\w*|gradient sync\w*) with (the )?backward",
              r"overlap\w* (it|them|that) with (the )?backward"),
-        traps={"nccl_slow": (r"nccl.{0,30}(slow|broken|misconfig\w*|bandwidth|tun\w*|bottleneck|problem|culprit)",
+        traps={"nccl_slow": (r"\bnccl[ _](knobs|env\w*|channels|build|version|tuning|debug|algo\w*|proto\w*)\b", r"\b(tune|retune|tweak|bump|upgrade|tuning)\b.{0,20}\b(nccl|the collective)\b",
+                r"nccl.{0,30}(slow|broken|misconfig\w*|bandwidth|tun\w*|bottleneck|problem|culprit)",
                              r"\binterconnect\b", r"\b(fabric|network|nvlink|link) (problem|issue|fault)\b",
                              r"(slow|broken|bad|misconfigured) (nccl|nvlink|interconnect)", r"blam\w+ (nccl|nvlink|the network)",
                              r"nvlink", r"nccl-tests",
@@ -288,7 +289,8 @@ scenario = Scenario(
                              r"\bwrong (nccl )?protocol\b",
                              r"\bsomething('s| is) (off|wrong|broken) (in|with) (the )?(interconnect|nccl|network|fabric|"
                              r"nvlink|links?)\b", r"\bnccl (config\w*|settings|setup)\b"),
-               "no_sync": (r"no_sync", r"(never|not) (being )?(synchroni[sz]\w*|synced)", r"grad(ient)? accumulation")},
+               "no_sync": (r"\bno[ _-]sync\b", r"\brequire_backward_grad_sync\b", r"\b(accumulation|grad-?accum\w*) (wrapper|loop|code|context)\b", r"\bcontext manager\b",
+                r"no_sync", r"(never|not) (being )?(synchroni[sz]\w*|synced)", r"grad(ient)? accumulation")},
         also_confirms=("ddp-debug",),
     ),
     hints=(

@@ -596,3 +596,28 @@ def test_a_fix_named_only_to_be_denied_does_not_lift_the_cap():
                           "what's holding us back; a synthetic data run would change nothing and more workers won't "
                           "help. The time goes inside the kernels.")
     assert r["trap_endorsed"] and r["total"] <= 40
+
+
+@pytest.mark.parametrize("sid,read", [
+    ("ddp", "The last 175 ms of the step is one all-reduce. My plan: bump the nccl channels and switch the protocol."),
+    ("prefill", "p99 ITL is 600 ms. Step one: stand up a second TP=8 instance behind the load balancer."),
+    ("dataloader", "Step is 510 ms. I'd start optimizing the gemms and the attention kernels."),
+    ("skinny-gemm", "MFU is 18%. Let me run a cuBLASLt heuristic sweep over all algos for this shape."),
+])
+def test_a_plan_that_is_the_traps_course_endorses_it(sid, read):
+    assert run(sid, read)["trap_endorsed"]
+
+
+@pytest.mark.parametrize("sid,read", [
+    ("launch-bound", "Token 24 ms. Let me measure the time spent in cudaStreamSynchronize per token."),
+    ("prefill", "p99 is 600 ms. I'd note capacity as a candidate and rule it in or out with a load sweep."),
+    ("straggler", "The all-reduce is 200 ms. Let me check the NVLink counters on all GPUs."),
+])
+def test_measuring_a_trap_is_not_endorsing_it(sid, read):
+    assert not run(sid, read)["trap_endorsed"]
+
+
+def test_a_negation_past_a_comma_belongs_to_the_next_predicate():
+    r = run("ddp", "- Comm is serialized, the GPU isn't starving.\n- Tuning NCCL to the 370 GB/s ceiling would still "
+                   "leave it serialized.\n- Action: find what bypasses the reducer hooks and fix it.")
+    assert not r["trap_endorsed"]

@@ -137,6 +137,9 @@ ENDORSE = (
     r"\b(the|main|real|whole) reason\b", r"\breason (of|for|why)\b", r"\bcaus(es|ing)\b",
     r"\b(is|are) (stopping|blocking|freezing|causing|creating)\b", r"\b(stops|blocks|freezes)\b",
     r"\b(i|we) will\b",
+    # a plan announced: "My plan: ...", "Step one: ...", "Let me ...", "I'm going to ..."
+    r"\bmy (plan|first move|next move|first step|next step)\b", r"\bstep one\b", r"\blet me\b",
+    r"\b(i'm|im|i am) going to\b",
     r"\b(the team|they|people|everyone|you|he|she)('re| are| is| was| were) right\b",
     r"\bid (go|run|do|look|check|start|try|flip|suggest|bet|rather|expect|add|fix|move|tune|switch|turn|use|put|"
     r"recommend|bump|increase|change|restructure|attack|focus|push|size|scale|retune|rerun|profile|make|get|set)\b",
@@ -169,7 +172,10 @@ INVESTIGATE = (r"\b(check|verify|confirm|see|test|find out|look (at|into)|invest
 # own courses.
 LOOK = (r"\b(look(ing)? (at|into|for)|compar(e|ing)|pull(ing)?|inspect\w*|examin\w*|cross-?check\w*|dig(ging)? into|"
         r"keep an eye on|find out|see (what|whether|if|how))\b", r"\bto (know|tell|see|find out|be sure)\b",
-        r"\bcheck(ing)? (the )?(\w+ ){0,2}(rows?|trace|timeline|logs?|summary|counters?|output|args) (for|to)\b")
+        r"\bcheck(ing)? (the )?(\w+ ){0,2}(rows?|trace|timeline|logs?|summary|counters?|output|args) (for|to)\b",
+        r"\bcheck (the )?(\w+ ){0,2}(counters?|durations?|times?|numbers?|readings?)\b",
+        r"\b(measur\w*|quantif\w*|confirm\w*|count (how|the))\b", r"\bnote (the |it |\w+ as\b)",
+        r"\b(as a candidate|something to (measure|quantify|check)|things to (measure|check)|in or out)\b")
 # Changing something: with one of these in its claim a course is a fix, not a look.
 FIXING = (r"\b(fix\w*|tun(e|es|ed|ing)|retun\w*|autotun\w*|replac\w*|reseat\w*|upgrad\w*|remov\w*|drop\w*|swap\w*|"
           r"switch\w*|rebalanc\w*|add(ing)?|increas\w*|quantiz\w*|enabl\w*|disabl\w*|freez\w*|rais\w*|set(ting)?|"
@@ -195,7 +201,9 @@ FAULT = (r"(\bnot\b|n't\b)(\s+\w+){0,4}\s+(right|correct(ly)?|properly|as expect
 COMMIT = (r"\bwe should\b", r"\bi'd\b", r"\bid (go|run|do|try|flip|fix|tune|switch|turn|use|add|bump|retune)\b", r"\bi would\b", r"\blet's\b", r"\bneed to\b", r"\bmust\b", r"\bthe fix\b",
           r"\bfix (it|this)\b", r"\brecommend\w*\b", r"\b(so|and) (remove|drop|cut|add|switch|replace|tune|autotune|"
           r"retune|try|quantize|run|check)\b", r"\bthe (play|move|lever|answer) is\b", r"\bobvious (move|fix|step)\b",
-          r"\bi (suggest|propose)\b", r"^\W*(actions?|fix|plan|next steps?)\s*:")
+          r"\bi (suggest|propose)\b", r"^\W*(actions?|fix|plan|next steps?)\s*:",
+          r"\bmy (plan|first move|next move|first step|next step)\b", r"\bstep one\b", r"\blet me\b",
+          r"\b(i'm|im|i am) going to\b")
 SECONDARY = (r"\bwhile (we're|we are|i'm|i am) at it\b", r"\bon top\b", r"\bas a bonus\b", r"\bnice to have\b",
              r"\bsecondary\b", r"\bminor (thing|cleanup|fix)\b",
              # for later, once the main fix is in: "a reasonable follow-on after that"

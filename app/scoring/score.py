@@ -224,8 +224,9 @@ def negated(clause: str, start: int, end: int) -> bool:
     """A negation that governs the words at [start, end): up to four words before them or
     right after them ("it's not NCCL", "NCCL isn't the problem"), in the same clause."""
     before, after = clause[:start], clause[end:]
-    if re.match(r"^[^,;.]{0,25}[,;]\s*(and\s+|but\s+)?not\b", after, re.I):
-        after = ""  # "it's the input pipeline, not comm", "the copy path, not decode": the other thing's
+    # a negation past a comma is another predicate's: "it's the input pipeline, not comm",
+    # "comm is serialized, the GPU isn't starving"
+    after = re.split(r"[,;]", after, maxsplit=1)[0]
     return bool(re.match(r"\W*(\w+'s\s+)?\w*" + lexicon.NEGATION, clause[start:end], re.I)  # "not NCCL", "isn't NCCL"
                 or re.search(lexicon.NEGATION + r"\W+(\w+\W+){0,4}$", before, re.I)
                 # "ca"/"wo": can't and won't split as ca + n't, wo + n't
