@@ -137,6 +137,13 @@ ENDORSE = (
     r"\b(the|main|real|whole) reason\b", r"\breason (of|for|why)\b", r"\bcaus(es|ing)\b",
     r"\b(is|are) (stopping|blocking|freezing|causing|creating)\b", r"\b(stops|blocks|freezes)\b",
     r"\b(i|we) will\b",
+    # the cause named in a frame: "The culprit is X", "My read: X", "It's a no_sync problem",
+    # "that's the bug", "which is why", "X is gating each iteration"
+    r"\bthe (\w+ )?(culprit|bottleneck|problem|issue|cause|explanation|diagnosis|reason)( here)? (is|was|:)",
+    r"\bmy (read|diagnosis|take|hypothesis|money|call)\b( is|:|,)", r"\bit'?s (a|an) (\w+[- ]?){0,2}(problem|issue|bug|mistake)\b",
+    r"\bthat'?s (the|my|our) (bug|problem|issue|diagnosis|culprit|bottleneck|latency|loss|answer)\b",
+    r"\b(which|that) is why\b", r"\bhence\b", r"\bi reckon\b", r"\b(is|are) (gating|serializing|starving)\b",
+    r"\bclassic (mistake|bug)\b",
     # a plan announced: "My plan: ...", "Step one: ...", "Let me ...", "I'm going to ..."
     r"\bmy (plan|first move|next move|first step|next step)\b", r"\bstep one\b", r"\blet me\b",
     r"\b(i'm|im|i am) going to\b",
