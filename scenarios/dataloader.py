@@ -787,6 +787,11 @@ scenario = Scenario(
     reader_checks={"step_ms": "step_ms", "compute_idle_ms": "gpu_idle_ms", "compute_busy_ms": "gpu_busy_ms",
                    "h2d_ms_per_step": "h2d_ms", "max_gap_ms": "gap_ms"},
     rubric=Rubric(
+        trap_parts={
+            "nvidia_smi_100": r"\b(kernels?|gemms?|matmuls?|the model'?s? ops)\b",
+            "h2d_copy": r"\b(h2d|htod|host[- ]to[- ]device|memcpy|the copy|copies|transfers?|pcie|data movement)\b",
+            "comm": r"\b(ddp|nccl|all-?reduces?|allreduce|collectives?|comms?|communication|gradient sync\w*|syncing gradients|interconnect|fabric|the network)\b",
+        },
         root_cause=(
             (r"(input|data) ?(pipeline|loader|loading)", r"data ?loader", r"starv\w*", r"__next__", r"next\(",
              r"waiting (on|for) (the )?(data|input|batch\w*|python|cpu|loader|images?|samples?)", r"(jpeg|image) decod\w*"),

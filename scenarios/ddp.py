@@ -266,6 +266,10 @@ scenario = Scenario(
     reader_checks={"step_ms": "step_ms", "compute_idle_ms": "compute_idle_ms", "max_gap_ms": "gap_ms",
                    "nccl_ms_per_step": "allreduce_ms", "nccl_kernels_per_step": "nccl_kernels_per_step"},
     rubric=Rubric(
+        trap_parts={
+            "nccl_slow": r"\b(nccl|the collective|collectives|interconnect|nvlink|the network|fabric|busbw|bus bandwidth)\b",
+            "no_sync": r"\b(no[ _-]?sync|gradient accumulation)\b",
+        },
         root_cause=(
             (r"serializ\w*", r"\b(no|not|without|zero|broken|defeated|missing|lost) overlap", r"overlap (is )?(broken|missing|gone|defeated|lost|not happening)",
              r"after (the )?backward", r"not overlapp\w*", r"(one|a) (big|monolithic|single|flat|giant|huge) (nccl |all-?reduce)",

@@ -744,6 +744,11 @@ scenario = Scenario(
     reader_checks={"step_ms": "step_ms", "kernels_per_step": "kernels_per_step", "mean_kernel_us": "mean_kernel_us",
                    "mean_gap_us": "mean_gap_us", "compute_busy_ms": "gpu_busy_ms", "compute_idle_ms": "gpu_idle_ms"},
     rubric=Rubric(
+        trap_parts={
+            "optimize_gemms": r"\b(gemms?|gemvs?|matmuls?|matrix multipl\w*|linear layers?|projections?|weight reads?)\b",
+            "item_sync": r"(\.item\(\)|\bsync\b|\bsynchroni[sz]\w*|\breadback\b|\bcuda(stream|device)synchronize\b)",
+            "gpu_saturated": r"\b(the gpu|the device|the card|accelerator|the hardware|l40s)\b",
+        },
         root_cause=(
             (r"launch[- ]bound", r"launch (overhead|latency|cost)", r"\bcpu[- ]bound", r"host[- ]bound",
              r"\b(host|cpu|python|dispatch\w*) overhead\b",

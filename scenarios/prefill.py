@@ -1270,6 +1270,12 @@ scenario = Scenario(
                    "nccl_kernels_per_step": "nccl_kernels_per_iteration",
                    "kernels_per_step": "kernels_per_iteration", "max_busy_ms": "max_compute_busy_ms"},
     rubric=Rubric(
+        trap_parts={
+            "gc_jitter": r"\b(gc|garbage collect\w*|python|jitter|the host|the cpu|the os)\b",
+            "add_replica": r"\b(capacity|load|replicas?|instance|traffic|concurrency|headroom)\b",
+            "slow_allreduce": r"\b(all-?reduces?|nccl|tp comm\w*|tensor[- ]parallel\w*|communication|collectives?)\b",
+            "faster_kernels": r"\b(kernels?|gemms?|attention|flash-?attention|matmuls?)\b",
+        },
         root_cause=(
             (r"prefill.{0,40}(block\w*|stall\w*|starv\w*|freez\w*|monopoli[sz]\w*|hog\w*|stop\w*|delay\w*|in front)",
              r"head[- ]of[- ]line", r"prefill[- ]first", r"(no|without|not|isn.t|never) (using )?chunk\w*", r"unchunked",

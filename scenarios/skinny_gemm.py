@@ -880,6 +880,11 @@ scenario = Scenario(
     reader_checks={"step_ms": "step_ms", "busy_pct": "gpu_busy_pct", "compute_idle_ms": "gaps_ms",
                    "max_gap_ms": "max_gap_ms"},
     rubric=Rubric(
+        trap_parts={
+            "profiler_or_mfu_math": r"\b(profiler|profiling|instrumentation|mfu (math|number|figure|calculation|formula)|flop (count|accounting)|the math)\b",
+            "tune_the_kernel": r"\b(gemm kernel|the kernel|tiles?|tiling|cublas\w*|occupancy|algorithm|algo)\b",
+            "nccl_is_the_bottleneck": r"\b(nccl|reduce-?scatters?|comms?|communication|collectives?)\b",
+        },
         root_cause=(
             (r"memory[- ]bound", r"bandwidth[- ]bound", r"(below|under|left of|short of) (the )?ridge",
              r"(low|small) arithmetic intensity", r"(hbm|dram|memory) (bandwidth )?(is )?(saturated|the limit|bound)"),

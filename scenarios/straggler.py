@@ -594,6 +594,11 @@ scenario = Scenario(
                    "median_rank_compute_ms": "peer_compute_ms", "rank0_nccl_ms_per_step": "allreduce_ms",
                    "straggler_rank": "straggler_rank"},
     rubric=Rubric(
+        trap_parts={
+            "nccl_degraded": r"\b(nccl|the collective|collectives|interconnect|nvlink|the network|fabric|switch|busbw|bus bandwidth)\b",
+            "data_skew": r"\b(data|shards?|samples?|sequences?|sampler|batch(es)?)\b",
+            "bad_link": r"\b(nic|pcie|link|cable|lanes?)\b",
+        },
         root_cause=(
             (r"\b(one|an?|a single|the) (slow\w*|straggl\w*|late|lagging|throttled) (rank|gpu|worker)", r"straggl\w*",
              r"(rank|gpu) \d+ (is|runs|computes|arrives|takes) (slow|late|longer|behind|last)", r"arrives? last",

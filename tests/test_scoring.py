@@ -621,3 +621,22 @@ def test_a_negation_past_a_comma_belongs_to_the_next_predicate():
     r = run("ddp", "- Comm is serialized, the GPU isn't starving.\n- Tuning NCCL to the 370 GB/s ceiling would still "
                    "leave it serialized.\n- Action: find what bypasses the reducer hooks and fix it.")
     assert not r["trap_endorsed"]
+
+
+@pytest.mark.parametrize("sid,read", [
+    ("dataloader", "The step is 510 ms. My guess is the collective: DDP synchronization costs us the gap."),
+    ("launch-bound", "Token 24 ms. The matmul kernels are the bottleneck: at M=1 they can't use the tensor cores."),
+    ("prefill", "p99 is 600 ms. The replica is overloaded, so streams freeze."),
+    ("straggler", "Rank 3 is slow. The sampler is the culprit: rank 3 keeps drawing the long sequences."),
+])
+def test_the_traps_subject_blamed_in_its_own_words_endorses_it(sid, read):
+    assert run(sid, read)["trap_endorsed"]
+
+
+@pytest.mark.parametrize("sid,read", [
+    ("dataloader", "At the start of each step the GPU is idle while Python is too slow issuing kernels."),
+    ("straggler", "Blaming the fabric here is shooting the messenger: the others wait for rank 3."),
+    ("skinny-gemm", "DRAM is 83% busy, so the kernel is limited by memory; tuning can't help much."),
+])
+def test_a_subject_that_is_blamed_for_nothing_is_not_the_trap(sid, read):
+    assert not run(sid, read)["trap_endorsed"]

@@ -100,6 +100,21 @@ HYPOTHESIS = (
     # a course nearly taken: "I was about to suggest INT4", "my instinct was to go after syncs"
     r"\b(was|were) (about|going|ready|tempted) to\b", r"\bwould have\b", r"\bmy (instinct|initial|first)\b",
 )
+# Blame said of a thing, as a predicate after it ("the collective is the slow part", "the
+# GEMVs are badly tuned") or as a frame before it ("the culprit is the copy", "my read is
+# NCCL"): with a trap's subject in that place, the trap is the cause (score._blames_part).
+BLAME_AFTER = (r"\b(is|are|'s|'re) (the )?(real |main )?(bottleneck|problem|culprit|issue|cause|slow part|limit(er|ing)?|"
+               r"ceiling)\b",
+               r"\b(is|are) what('s| is)? (slow\w*|stretch\w*|drag\w*|limit\w*|hold\w*|eat\w*|kill\w*)",
+               r"\b(is|are|'s|'re) (too |just |really |very )?slow\b", r"\bdominat\w*\b", r"\bcrawl\w*\b",
+               r"\bunderperform\w*\b", r"\b(is|are) inefficient\b", r"\b(badly|poorly) (tuned|configured)\b",
+               r"\b(kill|kills|killing|drag|drags|dragging|stretch|stretches)\b", r"\bholding (\w+ )?(back|up)\b",
+               r"\bthat'?s (why|where the time goes)\b", r"\b(is|are) (overloaded|oversubscribed|saturated|at capacity)\b")
+BLAME_BEFORE = (r"\bthe (real |main )?(culprit|bottleneck|problem|issue|cause|reason) (is|was|:)",
+                r"\bmy (read|hypothesis|guess|bet|diagnosis)\b", r"\b(comes?|came) from\b", r"\bbecause of\b",
+                r"\bcaused by\b", r"\bput it on\b", r"\bit'?s (the|a|an)\b")
+BLAME_REACH = 40  # characters between a trap's subject and the blame said of it
+
 # A clause that blames something: with no trap in it, the read has a cause of its own.
 CAUSE_CLAIM = (r"\bis the (real |main |actual |true )?(problem|cause|bottleneck|culprit|issue|lever|limit)\b",
                r"\bthe (real |main |actual )?(problem|bottleneck|culprit|issue|cause) is\b",

@@ -29,3 +29,7 @@ class Rubric:
     # Relative tolerance per observation where 10% is too tight for a spoken read (the
     # seed's own figures for this case differ from the model's by more).
     tolerance: dict[str, float] = field(default_factory=dict)
+    # Trap id -> the words people use for the trap's subject ("the collective", "the
+    # GEMVs", "the replica"): said with a word that blames it ("is the bottleneck", "my read
+    # is", "is too slow") in a clause that is not the true cause's, the trap is endorsed.
+    trap_parts: dict[str, str] = field(default_factory=dict)

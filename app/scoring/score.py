@@ -383,6 +383,25 @@ CLAIM_STOP = lexicon.STOP | {"are", "was", "were", "has", "have", "got", "gets",
                               "end", "things", "row", "further", "another", "sizes", "small", "second"}
 
 
+def _blames_part(read: Read, i: int, c: Span, parts: str | None, rubric: Rubric) -> tuple | None:
+    """A clause that blames the trap's subject in words of its own ("the collective is the
+    slow part", "my read is the GEMVs", "the replica is overloaded"), outside the true
+    cause's clause: (start, end, kind, arith) as an endorsement, hedged or not; a subject
+    named, asked about, measured or cleared is nothing here."""
+    m = re.search(parts, c.text, re.I) if parts else None
+    if not m or _says_cause_or_fix(c, rubric):
+        return None
+    reach = lexicon.BLAME_REACH
+    if not (_has(lexicon.BLAME_AFTER, c.text[m.end():m.end() + reach])
+            or _has(lexicon.BLAME_BEFORE, c.text[max(0, m.start() - reach):m.start()])):
+        return None
+    a, b = c.start + m.start(), c.start + m.end()
+    kind, arith = _classify(read, i, c, a, b, rubric)
+    if kind in ("rejected", "posed", "checking"):
+        return None
+    return a, b, ("tentative" if kind == "tentative" else "endorsed"), arith
+
+
 def _claim_words(trap: dict, key: dict) -> set[str]:
     """The trap claim's own distinctive words (as 5-letter stems): in its claim, not in the
     key's root cause, fix or brief (which every read may say)."""
@@ -496,6 +515,12 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict, own_cause: bool = True
                     kind, arith = _classify(read, i, c, a, b, rubric)
                     if kind in ("endorsed", "tentative"):
                         mentions.append((a, b, kind, arith, s))
+                        break
+                else:
+                    blamed = _blames_part(read, i, c, rubric.trap_parts.get(trap["id"]), rubric)
+                    if blamed:
+                        mentions.append((*blamed, s))
+                        break
         rejected_anywhere = any(m[2] == "rejected" for m in mentions)
         for k, (a, b, kind, arith, s) in enumerate(mentions):
             # taken back: a rejection of the same trap in a later sentence that says so ("actually,
