@@ -33,7 +33,8 @@ CORPORA = {
                 "endorse_after_considering_truth", "vague", "wrong_cause", "disordered_expert", "very_short",
                 "endorse_bullets"}, 350, 3),
 }
-CORPORA["blind5"] = (CORPORA["blind3"][0], 300, 3)  # the third corpus's seventeen kinds, new instances and voices
+# the third corpus's seventeen kinds, new instances and voices
+CORPORA["blind5"] = CORPORA["blind6"] = (CORPORA["blind3"][0], 300, 3)
 STANCES = {"endorse", "reject", "entertain_then_reject", "mention", "none"}
 
 
