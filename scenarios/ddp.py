@@ -280,7 +280,7 @@ scenario = Scenario(
              r"(remove|fix|drop|unwrap)\w* (the |that )?(\w+ )?(wrapper|hooks?)", r"let ddp('s)? (reducer|hooks?)", r"bucket_cap_mb",
              r"overlap (the )?(all-?reduce|comm\w*|gradient sync\w*) with (the )?backward",
              r"overlap\w* (it|them|that) with (the )?backward"),
-        traps={"nccl_slow": (r"\bnccl[ _](knobs|env\w*|channels|build|version|tuning|debug|algo\w*|proto\w*)\b", r"\b(tune|retune|tweak|bump|upgrade|tuning)\b.{0,20}\b(nccl|the collective)\b",
+        traps={"nccl_slow": (r"\bnccl[ _](knobs|env\w*|channels|build|version|tuning|debug|algo\w*|proto\w*)\b", r"\b(fix|tune|retune|tweak|bump|upgrade|tuning)\b.{0,20}\b(nccl|the collective)\b",
                 r"nccl.{0,30}(slow|broken|misconfig\w*|bandwidth|tun\w*|bottleneck|problem|culprit)",
                              r"\binterconnect\b", r"\b(fabric|network|nvlink|link) (problem|issue|fault)\b",
                              r"(slow|broken|bad|misconfigured) (nccl|nvlink|interconnect)", r"blam\w+ (nccl|nvlink|the network)",

@@ -1294,7 +1294,7 @@ scenario = Scenario(
                              r"\b(python|scheduler|cpu|host) (hiccups?|stalls?|pauses?)\b"),
                "add_replica": (r"\b(another|second|more|extra) (replica|instance|tp ?=?\d+ instance|box|node)s?\b", r"\b(double|more) (the )?capacity\b", r"\bspin up\b", r"\bload[- ]balanc\w*\b", r"\b(request|add|get) more gpus\b",
                 r"(add|another|more|second) (a |\S+ ){0,2}(replicas?|gpus?|capacity|instances?)",
-                               r"\bscale (out|up)\b|\bsize up\b",
+                               r"\bscale[- ](out|up)\b|\bsize up\b",
                                r"out of capacity", r"limit of (the )?capacity", r"\bcapacity\b"),
                "slow_allreduce": (r"(tp |tensor[- ]parallel )?all-?reduce.{0,30}(slow|bottleneck)", r"nccl.{0,20}(slow|bottleneck)",
                                   r"blam\w+ (the )?(tp )?(all-?reduce|nccl|communication)"),

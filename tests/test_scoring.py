@@ -640,3 +640,25 @@ def test_the_traps_subject_blamed_in_its_own_words_endorses_it(sid, read):
 ])
 def test_a_subject_that_is_blamed_for_nothing_is_not_the_trap(sid, read):
     assert not run(sid, read)["trap_endorsed"]
+
+
+@pytest.mark.parametrize("sid,read,endorsed", [
+    ("straggler", "Compute on rank 0 is healthy, so the only thing left is the collective, which means the interconnect "
+                  "is underdelivering. I'd take this straight to the fabric.", True),
+    ("ddp", "The compute stream idles for the 256 ms all-reduce after backward: the bucketing hooks never fire, so fix "
+            "the wrapper and it overlaps. I'd then revisit NCCL tuning for the last few points, in that order.", False),
+    ("straggler", "The all-reduce is 146 ms. One thing to check is whether NVLink got worse after the reprovision; "
+                  "nccl-tests on the node would settle that either way.", False),
+])
+def test_blame_a_later_follow_on_and_a_check_that_settles(sid, read, endorsed):
+    assert run(sid, read)["trap_endorsed"] is endorsed
+
+
+def test_the_compiled_patterns_outlive_the_re_modules_cache():
+    """The scorer's patterns outnumber re's 512-entry cache: they are compiled once
+    (text.rx), so a narration does not recompile hundreds of them (median 15 -> 8.5 ms)."""
+    from app.scoring.text import rx
+    run("ddp", "The step is 622 ms and the last 175 ms is one all-reduce.")
+    before = rx.cache_info().misses
+    run("ddp", "The step is 622 ms and the last 175 ms is one all-reduce, not overlapped with backward.")
+    assert rx.cache_info().misses == before

@@ -109,10 +109,11 @@ BLAME_AFTER = (r"\b(is|are|'s|'re) (the )?(real |main )?(bottleneck|problem|culp
                r"\b(is|are|'s|'re) (too |just |really |very )?slow\b", r"\bdominat\w*\b", r"\bcrawl\w*\b",
                r"\bunderperform\w*\b", r"\b(is|are) inefficient\b", r"\b(badly|poorly) (tuned|configured)\b",
                r"\b(kill|kills|killing|drag|drags|dragging|stretch|stretches)\b", r"\bholding (\w+ )?(back|up)\b",
-               r"\bthat'?s (why|where the time goes)\b", r"\b(is|are) (overloaded|oversubscribed|saturated|at capacity)\b")
+               r"\bthat'?s (why|where the time goes)\b", r"\b(is|are) (overloaded|oversubscribed|saturated|at capacity)\b",
+               r"\b(steal|compet|contend|hammer)\w*\b", r"\bunder-?deliver\w*\b")
 BLAME_BEFORE = (r"\bthe (real |main )?(culprit|bottleneck|problem|issue|cause|reason) (is|was|:)",
                 r"\bmy (read|hypothesis|guess|bet|diagnosis)\b", r"\b(comes?|came) from\b", r"\bbecause of\b",
-                r"\bcaused by\b", r"\bput it on\b", r"\bit'?s (the|a|an)\b")
+                r"\bcaused by\b", r"\bput it on\b", r"\bit'?s (probably |likely |just |really )?(the|a|an)\b")
 BLAME_REACH = 40  # characters between a trap's subject and the blame said of it
 
 # A clause that blames something: with no trap in it, the read has a cause of its own.
@@ -132,7 +133,7 @@ ENDORSE = (
     r"\bi'll\b", r"\bneed to\b", r"\bmust\b", r"\blet's\b", r"\bsolution\b", r"\bproblem is\b", r"\bresponsible\b",
     r"\bto blame\b", r"\bguilty\b", r"\bwhich means\b", r"\bhas to be\b", r"\bthat's (why|what|where)\b",
     IMPERATIVE,
-    r"\b(go|going|head|jump) straight (to|for|after|at)\b", r"\b(so|and) (remove|drop|cut|add|switch|replace|tune|autotune|retune|try|quantize|run|check)\b",
+    r"\b(go|going|head|jump) straight (to|for|after|at)\b", r"\btake (it|this|that) straight to\b", r"\b(so|and) (remove|drop|cut|add|switch|replace|tune|autotune|retune|try|quantize|run|check)\b",
     r"\bgets? us (back|most)\b", r"\bclose the gap\b", r"^\W*fix\b", r"\b(take out|get rid of|turn off)\b",
     r"\bi think\b", r"\bmy (guess|bet|recommendation)\b", r"\brecommend\w*\b", r"\bthe (play|move|lever|answer) is\b",
     r"\bsmells like\b", r"\bthat's it\b", r"\b(fairly|pretty|quite) sure\b", r"(->|→|=>)",
@@ -197,7 +198,8 @@ LOOK = (r"\b(look(ing)? (at|into|for)|compar(e|ing)|pull(ing)?|inspect\w*|examin
         r"\bcheck(ing)? (the )?(\w+ ){0,2}(rows?|trace|timeline|logs?|summary|counters?|output|args) (for|to)\b",
         r"\bcheck (the )?(\w+ ){0,2}(counters?|durations?|times?|numbers?|readings?)\b",
         r"\b(measur\w*|quantif\w*|confirm\w*|count (how|the))\b", r"\bnote (the |it |\w+ as\b)",
-        r"\b(as a candidate|something to (measure|quantify|check)|things to (measure|check)|in or out)\b")
+        r"\b(as a candidate|something to (measure|quantify|check)|things to (measure|check)|in or out)\b",
+        r"\b(settle|decide|tell)s? (that|it|this|which)\b", r"\beither way\b")
 # Changing something: with one of these in its claim a course is a fix, not a look.
 FIXING = (r"\b(fix\w*|tun(e|es|ed|ing)|retun\w*|autotun\w*|replac\w*|reseat\w*|upgrad\w*|remov\w*|drop\w*|swap\w*|"
           r"switch\w*|rebalanc\w*|add(ing)?|increas\w*|quantiz\w*|enabl\w*|disabl\w*|freez\w*|rais\w*|set(ting)?|"
@@ -230,7 +232,10 @@ SECONDARY = (r"\bwhile (we're|we are|i'm|i am) at it\b", r"\bon top\b", r"\bas a
              r"\bsecondary\b", r"\bminor (thing|cleanup|fix)\b",
              # for later, once the main fix is in: "a reasonable follow-on after that"
              r"\bfollow-?on\b", r"\bfollow-?up\b", r"\bafter that\b", r"\bafterwards\b", r"\bonce (that|this|it|we)\b",
-             r"\b(second|next|later) (step|phase|pass)\b")
+             r"\b(second|next|later) (step|phase|pass)\b",
+             # "then revisit NCCL tuning for the last few points, in that order"
+             r"\b(last|remaining|leftover) (few )?(points|percent|bit|tail|ms)\b", r"\bin that order\b",
+             r"\bthen (revisit|look at|tune|try)\b")
 # A read taking back what it said: a later rejection of the trap counts as a correction
 # (no cap) when one of these says so, in its sentence or the one before (or when it does
 # the arithmetic, or proposes nothing itself: score._trap).

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from app.scoring import lexicon
 from app.scoring.numbers import Quantity, key_value, matches, quantities
 from app.scoring.rubric import Rubric
-from app.scoring.text import Span, clauses, find, sentences
+from app.scoring.text import Span, clauses, find, rx, sentences
 
 WEIGHTS = {"discipline_order": 20, "findings": 25, "trap": 15, "root_cause": 15, "measurement": 10, "fix_win": 15}
 LABELS = {"discipline_order": "Discipline order", "findings": "Findings with numbers", "trap": "Trap considered and rejected",
@@ -113,7 +113,7 @@ def _positions(read: Read) -> frozenset[int]:
 
 def _cue_rx(obs: dict, rubric: Rubric) -> re.Pattern:
     words = lexicon.words_of(obs) + list(rubric.cues.get(obs["id"], ()))
-    return re.compile("|".join(f"(?:{w})" for w in words), re.I) if words else re.compile(r"(?!x)x")
+    return rx("|".join(f"(?:{w})" for w in words)) if words else rx(r"(?!x)x")
 
 
 def _closeness(q: Quantity, o: dict) -> float:
@@ -566,7 +566,7 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict, own_cause: bool = True
                                     + ": is it endorsed?")
             else:
                 if kind == "named" and not rejected_anywhere and not _has(lexicon.ALTERNATIVES, s.text) \
-                        and not _has(lexicon.HEDGE, s.text):
+                        and not _has(lexicon.HEDGE, s.text) and not _has(lexicon.LOOK, s.text):
                     stated.append(_ev(read.original, a, b, f"states the trap as its own story, proposes a course and "
                                                           f"offers no other cause: {trap['claim']}"))
                 if w["trap"] / 5 > best:

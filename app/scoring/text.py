@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -36,7 +37,8 @@ def sentences(text: str) -> list[Span]:
 _JOINT = re.compile(r"\s*(?:;|:|—|–| - |,\s*(?:so|but|and|while|which|whereas)\b)\s*")
 
 
-def clauses(sentence: Span) -> list[Span]:
+@functools.lru_cache(maxsize=4096)
+def clauses(sentence: Span) -> tuple[Span, ...]:
     out, pos = [], 0
     for m in _JOINT.finditer(sentence.text):
         if m.start() > pos:
@@ -44,14 +46,22 @@ def clauses(sentence: Span) -> list[Span]:
         pos = m.end()
     if pos < len(sentence.text):
         out.append(Span(sentence.start + pos, sentence.start + len(sentence.text), sentence.text[pos:]))
-    return out
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=None)
+def rx(pattern: str) -> re.Pattern:
+    """A pattern compiled case-insensitive, once per process: the lexicon and the six rubrics
+    hold more patterns than the re module's own cache (512), which then recompiles them on
+    every narration."""
+    return re.compile(pattern, re.I)
 
 
 def find(patterns: list[str], text: str, start: int = 0) -> re.Match | None:
     """The earliest match of any pattern (case-insensitive) at or after `start`."""
     best = None
     for p in patterns:
-        m = re.compile(p, re.I).search(text, start)
+        m = rx(p).search(text, start)
         if m and (best is None or m.start() < best.start()):
             best = m
     return best
