@@ -15,6 +15,9 @@ import pytest
 import scenarios
 
 ROOT = Path(__file__).resolve().parent / "corpus"
+_spec = importlib.util.spec_from_file_location("corpus_split", ROOT / "split.py")
+split = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(split)
 # corpus -> (its kinds, at least this many reads, at least this many seeds per scenario)
 CORPORA = {
     "blind": ({"expert", "terse_expert", "trap_endorsing", "entertain_then_correct", "disordered", "vague",
@@ -59,14 +62,15 @@ def test_the_corpus_covers_every_scenario_seed_and_kind(name):
     assert Counter(r["id"] for r in reads).most_common(1)[0][1] == 1
 
 
+def test_every_corpus_has_its_split_rule():
+    assert set(CORPORA) == set(split.RULES)
+
+
 @pytest.mark.parametrize("name", CORPORA)
 def test_each_read_sits_in_the_part_the_rule_gives_it(name):
     parts = _parts(name)
-    spec = importlib.util.spec_from_file_location(f"split_{name}", ROOT / name / "split.py")
-    split = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(split)
     for part, rows in parts.items():
-        assert all(split.part(r["id"]) == part for r in rows)
+        assert all(split.part(name, r["id"]) == part for r in rows)
 
 
 def test_no_read_is_in_two_corpora():
