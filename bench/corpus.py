@@ -1,5 +1,5 @@
-"""python -m bench corpus [--corpus blind|blind2|...|blind6] [--part dev|test] [--misses]: the scorer
-against a blind corpus (tests/corpus/blind/, blind2/ ... blind6/), as aggregate figures.
+"""python -m bench corpus [--corpus blind|blind2|...|blind7] [--part dev|test] [--misses]: the scorer
+against a blind corpus (tests/corpus/blind/, blind2/ ... blind7/), as aggregate figures.
 
 Each read is scored on its own instance (no measurements run: the reads only narrate).
 The scorer's total maps to the authors' bands as an interviewer's grades would: 85-100
@@ -103,9 +103,9 @@ def evaluate(reads: list[dict]) -> tuple[dict, list[dict]]:
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench corpus")
-    ap.add_argument("--corpus", choices=tuple(f"blind{n}" for n in ("", 2, 3, 4, 5, 6)), default="blind",
+    ap.add_argument("--corpus", choices=tuple(f"blind{n}" for n in ("", 2, 3, 4, 5, 6, 7)), default="blind",
                     help="blind: the first corpus (13 kinds); blind2: the second, weighted to endorsements; "
-                         "blind3-6: written after the stance rules, mostly held out (READMEs)")
+                         "blind3-7: written after the stance rules, mostly held out (READMEs)")
     ap.add_argument("--part", choices=("dev", "test"), default="dev")
     ap.add_argument("--misses", action="store_true", help="list the development part's misses, read by read")
     args = ap.parse_args(argv)

@@ -26,6 +26,7 @@ RULES = {
     "blind4": ("tracedojo-blind4-2026-12:", 51),   # ~20%
     "blind5": ("tracedojo-blind5-2026-12:", 51),
     "blind6": ("tracedojo-blind6-2026-12:", 51),
+    "blind7": ("tracedojo-blind7-2026-12:", 51),
 }
 
 
