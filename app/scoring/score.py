@@ -310,6 +310,11 @@ def _classify(read: Read, i: int, clause: Span, m_start: int, m_end: int, rubric
     make, or put off) or "named", and whether arithmetic backs the rejection (a number
     after the mention in its sentence or in the next one)."""
     s = read.sents[i]
+    if clause.end - clause.start > CLAUSE_CHARS:
+        # a clause of thousands of characters (speech with no stops): its checks look at the
+        # words around the mention, as a listener would, and stay linear in the read's length
+        lo, hi = max(clause.start, m_start - CLAUSE_CHARS // 2), min(clause.end, m_end + CLAUSE_CHARS // 2)
+        clause = Span(lo, hi, read.text[lo:hi])
     run_on = len(s.text.split()) > RUN_ON_WORDS
     around = _window(read, i, m_start, m_end) if run_on else _claim(read, i, clause, rubric)
     follow = [read.sents[j].text for j in (i + 1, i + 2) if j < len(read.sents)]
@@ -461,25 +466,26 @@ def _proposes(read: Read) -> bool:
 
 
 CORRECTION_REACH = 4  # sentences from a correction within which the true cause it turns to is said
+CLAUSE_CHARS = 600  # the most of a clause a mention's checks read (a run-on transcript is one clause)
 
 
-def _turns_to_cause(read: Read, s: Span, rubric: Rubric) -> bool:
-    """After sentence s the read corrects itself ("actually", "wait", "looking again", a
-    sentence opening with "But") and, in that sentence or the few after, asserts the true cause:
-    "My first read was NCCL ... Actually the compute stream sits idle for the whole
-    all-reduce; nothing overlaps." A correction need not name the trap again to take it back."""
-    later = [k for k, t in enumerate(read.sents) if t.start > s.start]
-    for k in later:
+def _last_turn_to_cause(read: Read, rubric: Rubric) -> int:
+    """Where the read last corrects itself ("actually", "wait", "looking again", a sentence
+    opening with "But") and, in that sentence or the few after, asserts the true cause: "My
+    first read was NCCL ... Actually the compute stream sits idle for the whole all-reduce;
+    nothing overlaps." An endorsement before it is taken back (a correction need not name
+    the trap again). The sentence's start, or -1; once per read, not per mention."""
+    for k in range(len(read.sents) - 1, -1, -1):
         t = read.sents[k].text
         if not (_has(lexicon.CORRECTION, t) or re.match(lexicon.TURN_OPENING, t, re.I)):
             continue
-        for t in read.sents[k:k + CORRECTION_REACH]:
-            for c in clauses(t):
+        for sent in read.sents[k:k + CORRECTION_REACH]:
+            for c in clauses(sent):
                 for group in rubric.root_cause:
                     m = _has(group, c.text)
                     if m and not _denies(c.text, m) and not _has(lexicon.HYPOTHESIS, c.text):
-                        return True
-    return False
+                        return read.sents[k].start
+    return -1
 
 
 def _trap(read: Read, key: dict, rubric: Rubric, w: dict, own_cause: bool = True) -> tuple[dict, bool, str | None]:
@@ -489,6 +495,7 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict, own_cause: bool = True
     best, ev, endorsed_ev = 0.0, [], []
     review: str | None = None
     endorsed_ids: set[str] = set()  # traps endorsed outright
+    last_turn = _last_turn_to_cause(read, rubric)
     leaning: list[dict] = []  # hedged endorsements of a trap the read never rejects
     stated: list[dict] = []  # the trap said as a plain fact ("the spikes are GC pauses"), never rejected
     looked: list[tuple[str, dict]] = []  # (trap id, evidence): courses that only measure a trap
@@ -530,7 +537,7 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict, own_cause: bool = True
             retracted = kind in ("endorsed", "tentative") and (any(
                 later[2] == "rejected" and later[4].start > s.start and (
                     _corrects(read, later[0]) or later[3] or not _has(lexicon.COMMIT, later[4].text))
-                for later in mentions[k + 1:]) or _turns_to_cause(read, s, rubric))
+                for later in mentions[k + 1:]) or last_turn > s.start)
             if kind == "rejected":
                 pts = w["trap"] if arith else w["trap"] * 2 / 3
                 why = "rejected with arithmetic" if arith else "rejected, without the arithmetic"
