@@ -28,8 +28,12 @@ import pytest
 from tests import postgres
 
 # What the app keeps beside its database (the secret key, the marker that a database
-# existed) goes to a folder of the test session's, not the checkout's data/.
+# existed) goes to a folder of the test session's, not the checkout's data/; so do uploads
+# where a test names no store of its own (otherwise they went to the checkout's data/uploads,
+# shared by every run and every pytest-xdist worker, and found there by the next run).
+# Under pytest-xdist each worker is a session of its own, with folders of its own.
 os.environ["TRACEDOJO_DATA_DIR"] = tempfile.mkdtemp(prefix="tracedojo-test-data-")
+os.environ["TRACEDOJO_UPLOADS_DIR"] = os.path.join(os.environ["TRACEDOJO_DATA_DIR"], "uploads")
 atexit.register(shutil.rmtree, os.environ["TRACEDOJO_DATA_DIR"], True)
 
 
