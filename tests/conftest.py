@@ -19,9 +19,11 @@ Without PostgreSQL the postgresql runs skip, saying how to get it; under CI=true
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -35,6 +37,66 @@ from tests import postgres
 os.environ["TRACEDOJO_DATA_DIR"] = tempfile.mkdtemp(prefix="tracedojo-test-data-")
 os.environ["TRACEDOJO_UPLOADS_DIR"] = os.path.join(os.environ["TRACEDOJO_DATA_DIR"], "uploads")
 atexit.register(shutil.rmtree, os.environ["TRACEDOJO_DATA_DIR"], True)
+
+
+# -- tests that time themselves ------------------------------------------------------------
+# A test marked `timed` asserts on the wall clock: a time budget, a latency, or a time limit
+# that plain slowness can reach. Its bounds are set for this suite's 2-core machine with the
+# test running alone, as it did before the suite ran in parallel. Under pytest-xdist it still
+# runs alone: no other worker starts a test while it runs, and it waits for the ones running
+# to finish (a lock every test takes, shared by the other tests and held alone by a timed
+# one), so what it times is the code and not another worker's load. Consecutive timed tests
+# keep the lock between them. Without xdist there is nothing to wait for.
+
+class _RunAlone:
+    """A readers-writer lock over files (flock) shared by the workers of one run: `gate`
+    makes a waiting timed test go next, ahead of tests that ask after it."""
+
+    def __init__(self, where: Path):
+        self.gate = os.open(where / "timed-gate.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        self.rw = os.open(where / "timed-rw.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        self.held: str | None = None  # "alone" or "shared"
+
+    def take(self, alone: bool) -> None:
+        want = "alone" if alone else "shared"
+        if self.held == want:
+            return
+        self.give_back()
+        fcntl.flock(self.gate, fcntl.LOCK_EX)
+        fcntl.flock(self.rw, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        if not alone:
+            fcntl.flock(self.gate, fcntl.LOCK_UN)
+        self.held = want
+
+    def give_back(self) -> None:
+        # LOCK_UN, never close: a child forked meanwhile shares these descriptors, and a
+        # close would leave the lock to it.
+        if self.held is not None:
+            fcntl.flock(self.rw, fcntl.LOCK_UN)
+            if self.held == "alone":
+                fcntl.flock(self.gate, fcntl.LOCK_UN)
+            self.held = None
+
+
+_run_alone: _RunAlone | None = None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    global _run_alone
+    if not hasattr(item.config, "workerinput"):  # not an xdist worker: nothing runs beside us
+        yield
+        return
+    if _run_alone is None:
+        # the run's own temporary root, beside every worker's basetemp (popen-gwN)
+        _run_alone = _RunAlone(item.config._tmp_path_factory.getbasetemp().parent)
+    timed = item.get_closest_marker("timed") is not None
+    _run_alone.take(alone=timed)  # before setup: module fixtures set up here are inside too
+    try:
+        yield
+    finally:
+        if not (timed and nextitem is not None and nextitem.get_closest_marker("timed") is not None):
+            _run_alone.give_back()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
