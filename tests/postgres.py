@@ -3,7 +3,8 @@
 The server is the one named by TRACEDOJO_TEST_POSTGRES_URL (a role that may create databases;
 the databases made here are dropped at exit), else a private throwaway cluster started on first
 use and stopped at exit: initdb into a temporary directory, trust auth, listening on 127.0.0.1 on
-a free port and on a unix socket in that directory. Its binaries come from
+a free port and on a unix socket in that directory (under pytest-xdist each worker is a session
+of its own, with a cluster of its own). Its binaries come from
 TRACEDOJO_TEST_POSTGRES_BIN if set, else PATH, else the newest /usr/lib/postgresql/N/bin (Debian
 keeps them off PATH). Where no server can be had the calling test skips, saying what is missing;
 under CI=true it fails instead, so a broken setup cannot pass as a row of skips.
@@ -15,7 +16,6 @@ import atexit
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, make_url, pool
+
+from tests.server import free_port
 
 URL_ENV = "TRACEDOJO_TEST_POSTGRES_URL"
 BIN_ENV = "TRACEDOJO_TEST_POSTGRES_BIN"
@@ -125,9 +127,9 @@ def _start_private_cluster() -> str:
     # --no-sync and the settings below trade durability for speed: the cluster dies with the session.
     run(str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "--encoding=UTF8",
         "--locale=C", "--no-sync", what="PostgreSQL's initdb failed")
-    with socket.socket() as s:  # free now; should another process take it first, the start says so
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    # Free now, and outside the range outgoing connections take theirs from; under
+    # pytest-xdist each worker starts its own cluster, on a port of its own stripe.
+    port = free_port()
     with open(data / "postgresql.conf", "a") as conf:
         # The socket in our own directory: the default, /var/run/postgresql, may be another
         # server's or not writable by us.

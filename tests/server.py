@@ -4,6 +4,7 @@ fault tests and `python -m bench viewer`."""
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -14,10 +15,48 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
+_LOWEST_PORT = 10000
+_handed_out: set[int] = set()
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port on 127.0.0.1 that nothing holds, for a server about to be started on it.
+
+    Not one the kernel picks (port 0): those come from its ephemeral range, from which every
+    outgoing connection (a test's client, the PostgreSQL driver, Chromium) also takes its
+    local port, so one could take it between this check and the server's bind. Below that
+    range only servers started on purpose bind. Under pytest-xdist each worker picks from
+    its own stripe of it (port % workers == its number), so two workers never pick the same
+    port; at random within the stripe, so that two test runs at once rarely try the same
+    one (the bind below says when one is taken). A process hands a port out once."""
+    lo, hi = _LOWEST_PORT, _ephemeral_start()
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    if hi - lo < 100 * count:  # no room below the ephemeral range here: let the kernel choose
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    stripe = range(lo + (index - lo) % count, hi, count)
+    for _ in range(200):
+        port = random.choice(stripe)
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise RuntimeError(f"no free port found in {lo}-{hi} (worker {index} of {count})")
 
 
 class Server:

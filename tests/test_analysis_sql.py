@@ -82,6 +82,7 @@ def test_settings_stay_locked_even_through_select(ddp):
         sql.run(ddp, "SELECT * FROM read_json('/etc/hostname')")
 
 
+@pytest.mark.timed
 def test_a_query_that_runs_forever_is_interrupted(ddp):
     t0 = time.perf_counter()
     with pytest.raises(sql.QueryFailed) as e:
@@ -90,6 +91,7 @@ def test_a_query_that_runs_forever_is_interrupted(ddp):
     assert sql.run(ddp, "SELECT 1").rows == [[1]], "the next query runs after an interrupt"
 
 
+@pytest.mark.timed
 def test_the_time_limit_covers_fetching(ddp):
     """The first rows come at once, the rest only after a long scan: the limit still holds."""
     t0 = time.perf_counter()
@@ -104,6 +106,7 @@ def test_row_limit_truncates(ddp):
     assert len(r.rows) == 10 and r.truncated
 
 
+@pytest.mark.timed
 def test_byte_limit_truncates_big_cells_quickly(ddp):
     """1000 cells of 1 MB were a 1 GB response after 10 s; the byte limit stops the fetch."""
     t0 = time.perf_counter()
@@ -167,6 +170,7 @@ def test_the_read_only_connection_is_the_second_lock(ddp, query, monkeypatch):
     assert sql.run(ddp, "SELECT count(*) FROM events WHERE name = 'pwned' OR idx < 0").rows == [[0]]
 
 
+@pytest.mark.timed
 def test_past_the_concurrency_limit_a_query_is_refused_not_queued(ddp):
     slow = threading.Thread(target=lambda: pytest.raises(sql.QueryFailed, sql.run, ddp,
                                                          "SELECT count(*) FROM range(1000000000000) a, range(1000) b",

@@ -182,6 +182,7 @@ def _hold_write_lock(path: Path, seconds: float) -> threading.Thread:
     return t
 
 
+@pytest.mark.timed
 def test_a_held_write_lock_answers_503_and_stores_nothing(server_factory, tmp_path):
     """Another connection holds SQLite's write lock past the busy timeout: writes answer
     503 with the reason (they answered 200 and were never saved), reads still work."""

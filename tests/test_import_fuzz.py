@@ -274,6 +274,7 @@ def upload_client(tmp_path_factory):
     from app.config import get_settings
 
     tmp = tmp_path_factory.mktemp("fuzz")
+    uploads_before = os.environ.get("TRACEDOJO_UPLOADS_DIR")
     os.environ["DATABASE_URL"] = f"sqlite:///{tmp / 'fuzz.db'}"
     os.environ["TRACEDOJO_UPLOADS_DIR"] = str(tmp / "uploads")
     get_settings.cache_clear()
@@ -281,7 +282,11 @@ def upload_client(tmp_path_factory):
 
     with TestClient(create_app()) as c:
         yield c
-    os.environ.pop("TRACEDOJO_UPLOADS_DIR")
+    # back to the session's store (tests/conftest.py), not the checkout's data/uploads
+    if uploads_before is None:
+        os.environ.pop("TRACEDOJO_UPLOADS_DIR")
+    else:
+        os.environ["TRACEDOJO_UPLOADS_DIR"] = uploads_before
     get_settings.cache_clear()
 
 

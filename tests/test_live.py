@@ -385,7 +385,8 @@ def test_the_listener_reconnects_when_postgresql_drops_it(servers, database_url)
     dsn = make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
     with psycopg.connect(dsn, autocommit=True) as conn:
         killed = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                              "WHERE query LIKE 'LISTEN tracedojo_rounds%' AND pid <> pg_backend_pid()").fetchone()[0]
+                              "WHERE query LIKE 'LISTEN tracedojo_rounds%' AND pid <> pg_backend_pid() "
+                              "AND datname = current_database()").fetchone()[0]
     assert killed >= 2  # one listener per server
     time.sleep(1.0)
     cand = httpx.Client(base_url=a.base, timeout=30)

@@ -28,6 +28,7 @@ def store(tmp_path):
     return store_for(url)
 
 
+@pytest.mark.timed
 def test_the_dashboard_recovers_the_raters_leniency_and_reports_agreement(database_url):
     upgrade_to_head(database_url)
     store = store_for(database_url)

@@ -64,6 +64,7 @@ def _log(store, round_pk):
         return list(db.scalars(select(RoundEvent).where(RoundEvent.round_id == round_pk).order_by(RoundEvent.id)))
 
 
+@pytest.mark.timed  # the fill is timed in `filled`, which this test, the module's first, sets up
 def test_the_fill_takes_under_its_budget(filled):
     _, out, seconds = filled
     assert out["seconds"] < FILL_BUDGET_S and seconds < FILL_BUDGET_S

@@ -121,6 +121,7 @@ def test_bootstrap_is_deterministic_and_resamples_rounds_whole():
     assert flat.lo is None and flat.undefined == flat.n_resamples
 
 
+@pytest.mark.timed
 def test_bootstrap_is_fast():
     rng = np.random.default_rng(1)
     m = rng.normal(size=(200, 4))

@@ -94,6 +94,7 @@ def test_the_upload_is_one_complete_directory_named_by_its_hash(store_dir, uploa
     assert not list(store_dir.glob("*/.tmp-*")) and not list(store_dir.glob("incoming/*"))
 
 
+@pytest.mark.timed
 def test_the_same_bytes_again_are_not_imported_again(apps, uploaded, ddp_json):
     t0 = time.perf_counter()
     r = _post(apps[1], "again.json", ddp_json)
@@ -162,6 +163,7 @@ def test_an_unknown_id_of_the_right_form_is_404(apps):
     assert r.status_code == 404 and "upload it again" in r.json()["error"]
 
 
+@pytest.mark.timed
 def test_a_gzip_bomb_is_refused_without_growing_memory(tmp_path):
     """2 GB of zeros in a 2 MB gzip, against a 50 MB limit, in a fresh process that reports
     its own and its import worker's peak RSS (VmHWM) around the upload."""
@@ -209,6 +211,7 @@ def test_a_gzip_bomb_is_refused_without_growing_memory(tmp_path):
     assert report["took_s"] < 5, report
 
 
+@pytest.mark.timed
 def test_leading_whitespace_is_refused_after_a_mebibyte(apps):
     blank = gzip.compress(b" " * 2**24) * 60 + gzip.compress(b"{}")  # 1000 MB of spaces, then a document
     t0 = time.perf_counter()
@@ -293,6 +296,7 @@ def test_every_write_is_403_and_the_upload_is_unchanged(apps, uploaded, query):
     assert b.post(f"/api/traces/{uploaded}/sql", json=count).json() == before
 
 
+@pytest.mark.timed
 def test_big_cells_are_truncated_at_the_byte_limit_quickly(apps, uploaded):
     t0 = time.perf_counter()
     r = apps[0].post(f"/api/traces/{uploaded}/sql", json={"query": "SELECT repeat('x', 1000000) FROM range(1000)"})
@@ -300,6 +304,7 @@ def test_big_cells_are_truncated_at_the_byte_limit_quickly(apps, uploaded):
     assert len(r.content) <= get_settings().sql_max_bytes + 1000
 
 
+@pytest.mark.timed
 def test_a_long_query_is_interrupted_within_the_limit(apps, uploaded, settings):
     settings.sql_timeout_s = 1
     t0 = time.perf_counter()
@@ -315,6 +320,7 @@ def test_nan_and_infinity_cells_come_back_as_json(apps, uploaded):
     assert r.status_code == 200 and r.json()["rows"] == [[None, "Infinity", [None], "b'\\xff'"]]
 
 
+@pytest.mark.timed
 def test_past_the_sql_concurrency_limit_the_answer_is_429(apps, uploaded, settings):
     settings.max_concurrent_sql, settings.sql_timeout_s = 1, 2
     a, b = apps
@@ -350,6 +356,7 @@ def _post_url(url: str, name: str, content: bytes, timeout_s: float = 300) -> tu
         return e.code, json.loads(e.read()), dict(e.headers)
 
 
+@pytest.mark.timed
 def test_a_parse_in_progress_does_not_hold_other_requests(tmp_path, monkeypatch):
     """A real server: while a 245k-event trace is imported, the home page's JSON still
     answers at once, and a second upload finds the queue full (503, Retry-After)."""
