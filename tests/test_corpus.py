@@ -37,7 +37,9 @@ CORPORA = {
                 "endorse_bullets"}, 350, 3),
 }
 # the third corpus's seventeen kinds, new instances and voices
-CORPORA["blind5"] = CORPORA["blind6"] = CORPORA["blind7"] = (CORPORA["blind3"][0], 300, 3)
+CORPORA["blind5"] = CORPORA["blind6"] = CORPORA["blind7"] = CORPORA["blind8"] = (CORPORA["blind3"][0], 300, 3)
+# written to fit the stance model on (app/scoring/stance.py), the same kinds
+CORPORA["blind9"] = (CORPORA["blind3"][0], 300, 3)
 STANCES = {"endorse", "reject", "entertain_then_reject", "mention", "none"}
 
 

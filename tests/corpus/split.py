@@ -27,6 +27,9 @@ RULES = {
     "blind5": ("tracedojo-blind5-2026-12:", 51),
     "blind6": ("tracedojo-blind6-2026-12:", 51),
     "blind7": ("tracedojo-blind7-2026-12:", 51),
+    "blind8": ("tracedojo-blind8-2026-12:", 51),
+    # written to fit the stance model on (app/scoring/stance.py): all development, no test part
+    "blind9": ("tracedojo-blind9-2026-12:", 256),
 }
 
 
