@@ -1,11 +1,12 @@
-"""python -m bench corpus [--corpus blind|blind2|...|blind7] [--part dev|test] [--misses]: the scorer
-against a blind corpus (tests/corpus/blind/, blind2/ ... blind7/), as aggregate figures.
+"""python -m bench corpus [--corpus blind|blind2|...|blind9] [--part dev|test] [--misses]: the scorer
+against a blind corpus (tests/corpus/blind/, blind2/ ... blind9/), as aggregate figures.
 
 Each read is scored on its own instance (no measurements run: the reads only narrate).
 The scorer's total maps to the authors' bands as an interviewer's grades would: 85-100
 excellent (4), 65-84 good (3), 40-64 mixed (2), below 40 poor (1). Printed: false
-endorsement (a read that does not endorse the trap, flagged as endorsing it), missed
-endorsement (an endorsing read not flagged), quadratic weighted kappa against the bands,
+endorsement (a read that does not endorse the trap, flagged as endorsing it), of those the
+good reads capped (band 3-4: the costly error), missed endorsement (an endorsing read not
+flagged), quadratic weighted kappa against the bands,
 Spearman between band and total, and per kind the agreement. The test part is only ever
 seen this way: `--misses` (single reads) works on the development part alone.
 """
@@ -77,12 +78,15 @@ def evaluate(reads: list[dict]) -> tuple[dict, list[dict]]:
                      "review": rep.get("needs_review", False), "predicted": band_of(rep["total"])})
     endorse = [x for x in rows if x["stance"] == "endorse"]
     others = [x for x in rows if x["stance"] != "endorse"]
+    strong = [x for x in others if x["band"] >= 3]
     kinds: dict[str, list] = defaultdict(list)
     for x in rows:
         kinds[x["kind"]].append(x)
     figures = {
         "reads": len(rows),
         "false_endorsement": round(sum(x["flagged"] for x in others) / max(1, len(others)), 3),
+        # the costly error: a good read (band 3-4) that does not endorse the trap, capped at 40
+        "strong_capped": round(sum(x["flagged"] for x in strong) / max(1, len(strong)), 3),
         "missed_endorsement": round(sum(not x["flagged"] for x in endorse) / max(1, len(endorse)), 3),
         # an endorsement the scorer did not cap but sent to a reviewer is caught, not missed
         "missed_unreviewed": round(sum(not x["flagged"] and not x["review"] for x in endorse) / max(1, len(endorse)), 3),
@@ -103,9 +107,11 @@ def evaluate(reads: list[dict]) -> tuple[dict, list[dict]]:
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench corpus")
-    ap.add_argument("--corpus", choices=tuple(f"blind{n}" for n in ("", 2, 3, 4, 5, 6, 7)), default="blind",
+    ap.add_argument("--corpus", choices=sorted(d.name for d in CORPORA.iterdir() if (d / "dev.jsonl").exists()),
+                    default="blind",
                     help="blind: the first corpus (13 kinds); blind2: the second, weighted to endorsements; "
-                         "blind3-7: written after the stance rules, mostly held out (READMEs)")
+                         "blind3-8: written after the stance rules, mostly held out; blind9: written to fit the "
+                         "stance model on, all development (READMEs)")
     ap.add_argument("--part", choices=("dev", "test"), default="dev")
     ap.add_argument("--misses", action="store_true", help="list the development part's misses, read by read")
     args = ap.parse_args(argv)
@@ -117,9 +123,13 @@ def main(argv: list[str]) -> int:
         print(f"no {path}: the corpus is not split yet (tests/corpus/{args.corpus}/README.md)")
         return 2
     reads = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if not reads:
+        print(f"the {args.part} part of {args.corpus} is empty (tests/corpus/split.py)")
+        return 2
     figures, rows = evaluate(reads)
     print(f"{args.part} part: {figures['reads']} reads")
-    for name in ("false_endorsement", "missed_endorsement", "missed_unreviewed", "review_rate", "qwk", "spearman",
+    for name in ("false_endorsement", "strong_capped", "missed_endorsement", "missed_unreviewed", "review_rate", "qwk",
+                 "spearman",
                  "exact_band_agreement", "median_ms"):
         target = TARGETS.get(name)
         note = ""
