@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 
-from bench import analyze, calibration, corpus, export, generate, live, load, score, tools, viewer
+from bench import analyze, calibration, corpus, export, generate, live, load, score, stance, tools, viewer
 
 BENCHES = {"generate": generate.main, "analyze": analyze.main, "tools": tools.main, "viewer": viewer.main, "score": score.main,
            "load": load.main, "corpus": corpus.main, "live": live.main, "calibration": calibration.main,
-           "export": export.main}
+           "export": export.main, "stance": stance.main}
 
 
 def main(argv: list[str]) -> int:

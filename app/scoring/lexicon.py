@@ -206,7 +206,7 @@ FIXING = (r"\b(fix\w*|tun(e|es|ed|ing)|retun\w*|autotun\w*|replac\w*|reseat\w*|u
           r"bump\w*|cut(ting)?|move|moving|re-?image\w*|restart\w*|rewrit\w*|chang\w*|turn\w* (on|off)|get rid)\b",)
 # Put off: a course for later, once more is known.
 DEFER = (r"\b(later|at some point|eventually)\b", r"\bbefore (committing|deciding|saying|concluding|blaming)\b",
-         r"\bmore data\b")
+         r"\b(need|needs|want|get|gather|collect|with) (\w+ )?more data\b")  # not "not more data": a finding
 # A read that says it has not made up its mind: its hedged hypothesis is not a commitment.
 UNDECIDED = DEFER + (r"\b(don't|do not|dont) know yet\b", r"\bnot sure yet\b", r"\btoo early\b",
                      r"\bbefore (i|we) (commit|decide|conclude)\b", r"\bundecided\b", r"\bcan't (tell|say) yet\b")

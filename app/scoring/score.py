@@ -6,10 +6,11 @@ and every point missed says what was expected, in the instance's numbers.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
-from app.scoring import lexicon
+from app.scoring import lexicon, stance
 from app.scoring.numbers import Quantity, key_value, matches, quantities
 from app.scoring.rubric import Rubric
 from app.scoring.text import Span, clauses, find, rx, sentences
@@ -488,20 +489,14 @@ def _last_turn_to_cause(read: Read, rubric: Rubric) -> int:
     return -1
 
 
-def _trap(read: Read, key: dict, rubric: Rubric, w: dict, own_cause: bool = True) -> tuple[dict, bool, str | None]:
-    """The trap criterion, whether the read confidently endorses a trap (the cap), and why
-    a reviewer should look when the scorer cannot tell (a hedged or side endorsement, or one
-    the read takes back later)."""
-    best, ev, endorsed_ev = 0.0, [], []
-    review: str | None = None
-    endorsed_ids: set[str] = set()  # traps endorsed outright
-    last_turn = _last_turn_to_cause(read, rubric)
-    leaning: list[dict] = []  # hedged endorsements of a trap the read never rejects
-    stated: list[dict] = []  # the trap said as a plain fact ("the spikes are GC pauses"), never rejected
-    looked: list[tuple[str, dict]] = []  # (trap id, evidence): courses that only measure a trap
+def trap_mentions(read: Read, key: dict, rubric: Rubric) -> dict[str, list[tuple]]:
+    """Every place the read names each trap, in reading order, with how it is said: trap id
+    -> [(start, end, kind, arith, sentence)], kind one of rejected / endorsed / tentative /
+    checking / posed / named (`_classify`), arith whether the arithmetic that kills it is said."""
+    out: dict[str, list[tuple]] = {}
     for trap in key["traps"]:
         pats = rubric.traps.get(trap["id"], ())
-        mentions = []  # (start, end, kind, arith, sentence) in reading order
+        mentions = out[trap["id"]] = []
         claim_words = _claim_words(trap, key)
         for i, s in enumerate(read.sents):
             found = False
@@ -528,16 +523,38 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict, own_cause: bool = True
                     if blamed:
                         mentions.append((*blamed, s))
                         break
+    return out
+
+
+def _retracted(read: Read, mentions: list[tuple], k: int, last_turn: int) -> bool:
+    """Mention k of a trap (an endorsement, hedged or not) is taken back: a rejection of the
+    same trap in a later sentence that says so ("actually, no"), does the arithmetic that
+    kills it, or proposes nothing itself (not "I'd run nccl-tests and make sure NVLink isn't
+    falling back": that negation is part of the course); or the read turns to the true cause
+    after it (`last_turn`, from _last_turn_to_cause). The read's last word on the trap stands."""
+    a, b, kind, arith, s = mentions[k]
+    return kind in ("endorsed", "tentative") and (any(
+        later[2] == "rejected" and later[4].start > s.start and (
+            _corrects(read, later[0]) or later[3] or not _has(lexicon.COMMIT, later[4].text))
+        for later in mentions[k + 1:]) or last_turn > s.start)
+
+
+def _trap(read: Read, key: dict, rubric: Rubric, w: dict, own_cause: bool, by_trap: dict[str, list[tuple]],
+          last_turn: int) -> tuple[dict, bool, str | None]:
+    """The trap criterion, whether the read confidently endorses a trap (the cap), and why
+    a reviewer should look when the scorer cannot tell (a hedged or side endorsement, or one
+    the read takes back later)."""
+    best, ev, endorsed_ev = 0.0, [], []
+    review: str | None = None
+    endorsed_ids: set[str] = set()  # traps endorsed outright
+    leaning: list[dict] = []  # hedged endorsements of a trap the read never rejects
+    stated: list[dict] = []  # the trap said as a plain fact ("the spikes are GC pauses"), never rejected
+    looked: list[tuple[str, dict]] = []  # (trap id, evidence): courses that only measure a trap
+    for trap in key["traps"]:
+        mentions = by_trap[trap["id"]]
         rejected_anywhere = any(m[2] == "rejected" for m in mentions)
         for k, (a, b, kind, arith, s) in enumerate(mentions):
-            # taken back: a rejection of the same trap in a later sentence that says so ("actually,
-            # no"), does the arithmetic that kills it, or proposes nothing itself (not "I'd run
-            # nccl-tests and make sure NVLink isn't falling back": that negation is part of the
-            # course); the read's last word on the trap stands
-            retracted = kind in ("endorsed", "tentative") and (any(
-                later[2] == "rejected" and later[4].start > s.start and (
-                    _corrects(read, later[0]) or later[3] or not _has(lexicon.COMMIT, later[4].text))
-                for later in mentions[k + 1:]) or last_turn > s.start)
+            retracted = _retracted(read, mentions, k, last_turn)
             if kind == "rejected":
                 pts = w["trap"] if arith else w["trap"] * 2 / 3
                 why = "rejected with arithmetic" if arith else "rejected, without the arithmetic"
@@ -597,6 +614,101 @@ def _trap(read: Read, key: dict, rubric: Rubric, w: dict, own_cause: bool = True
     missed = [] if best >= w["trap"] else [
         f"consider and reject '{t['claim']}' out loud, with the arithmetic: {t['why_wrong']}" for t in key["traps"][:1]]
     return _criterion("trap", best, ev, missed, w), False, review
+
+
+# --- the read's stance taken whole (app/scoring/stance.py) --------------------------------
+
+_VERDICTS = re.compile("|".join(f"(?:{p})" for p in lexicon.VERDICT), re.I)  # counted in one pass
+TAIL_SHARE = 1 / 3  # the close of a read: the sentences after its first that end in this share of it
+# the order in which a mention's kind stands for the read's position on a trap
+_ANCHOR_ORDER = ("endorsed", "tentative", "checking", "named", "posed")
+
+
+def stance_features(read: Read, key: dict, rubric: Rubric, by_trap: dict[str, list[tuple]], last_turn: int,
+                    root: dict, findings: dict, rule_endorsed: bool, rule_review: bool) -> tuple[dict[str, float], tuple]:
+    """stance.FEATURES for this read, and the span a judgment of endorsement cites: the
+    read's last mention of a trap that leans most towards it, else the last clause that
+    proposes a course on a trap's subject (else the last sentence)."""
+    # a mention's kind as it stands: an endorsement the read takes back is "retracted"
+    mentions = sorted(((*m[:2], "retracted" if _retracted(read, ms, k, last_turn) else m[2], *m[3:])
+                       for ms in by_trap.values() for k, m in enumerate(ms)), key=lambda m: m[0])
+    kinds = [m[2] for m in mentions]
+    words = max(1, word_count(read.text))
+    parts = [p for t in key["traps"] for p in [rubric.trap_parts.get(t["id"])] if p]
+    any_part = rx("|".join(f"(?:{p})" for p in parts)) if parts else None
+    # the read's close: its sentences that end in its last TAIL_SHARE of characters, never its
+    # first (a one-sentence read has an opening and no close)
+    tail_from = next((s.start for s in read.sents[1:] if s.end > len(read.text) * (1 - TAIL_SHARE)), len(read.text))
+    said = course = tail = 0
+    course_span = None
+    for s in read.sents:
+        for c in clauses(s):
+            hits = len(any_part.findall(c.text)) if any_part else 0
+            if not hits:
+                continue
+            said += hits
+            if any(c.start <= m[0] < c.end and m[2] == "rejected" for m in mentions):
+                continue  # "I'd be tempted to blame NCCL, but ...": the rules read this clause already
+            # a course acts on the subject ("retune NCCL", "I'd swap the card"); "let me check the
+            # NVLink counters" measures it, which is no course (the mention's kind says so)
+            if _has(lexicon.FIXING, c.text) or (
+                    (_has(lexicon.COMMIT, c.text) or rx(lexicon.IMPERATIVE).match(c.text))
+                    and not _has(lexicon.INVESTIGATE, c.text) and not _has(lexicon.LOOK, c.text)):
+                course += 1
+                course_span = (c.start, c.end)
+            tail += c.start >= tail_from
+    features = {
+        "rule_cap": float(rule_endorsed),
+        "rule_review": float(rule_review),
+        **{k: math.log1p(kinds.count(k))
+           for k in ("endorsed", "tentative", "retracted", "rejected", "checking", "posed", "named")},
+        "rejected_arith": float(any(m[2] == "rejected" and m[3] for m in mentions)),
+        "last_endorse": float(bool(kinds) and kinds[-1] in ("endorsed", "tentative")),
+        "root_cause": root["score"] / root["max"],
+        "fix": float(_proposes_fix(read, rubric)),
+        "measurement": float(_names_measurement(read, key, rubric)),
+        "denies_cause": float(_read_denies_cause(read, rubric) is not None),
+        "other_cause": float(_other_cause(read, key, rubric)),
+        "undecided": float(_has(lexicon.UNDECIDED, read.text) is not None),
+        "parts_said": math.log1p(said),
+        "parts_course": math.log1p(course),
+        "parts_tail": math.log1p(tail),
+        # asserted, not denied: "it isn't the loader, so more workers won't help" closes on the trap
+        "tail_cause": float(any(m and not _denies(c.text, m) for s in read.sents if s.start >= tail_from
+                                for c in clauses(s) for m in (_has(g, c.text) for g in (*rubric.root_cause, rubric.fix)))),
+        "verdicts": math.log1p(len(_VERDICTS.findall(read.text))),
+        "hedge": float(_has(lexicon.HEDGE, read.text) is not None),
+        "findings": findings["score"] / findings["max"],
+        "words": math.log(words) / 5,
+        "correction": float(_has(lexicon.CORRECTION, read.text) is not None),
+    }
+    ranked = [m for k in _ANCHOR_ORDER for m in reversed(mentions) if m[2] == k]
+    span = (ranked[0][0], ranked[0][1]) if ranked else course_span or (read.sents[-1].start, read.sents[-1].end)
+    return features, span
+
+
+def _decide(judgment: stance.Judgment, read: Read, key: dict, trap: dict, anchor: tuple,
+            rule_endorsed: bool, review: str | None) -> tuple[bool, str | None]:
+    """The cap and the reviewer's flag from the judgment: (endorsed, review reason)."""
+    p = f"p={judgment.p_endorse:.2f}"
+    leaning = "; ".join(judgment.leaning_on) or "nothing in particular"
+    if judgment.decision == "endorse":
+        if not rule_endorsed:
+            t0 = key["traps"][0]
+            trap.update(score=0, evidence=[_ev(read.original, *anchor, f"the read taken whole endorses a trap ({p}: "
+                                                                       f"{leaning})")],
+                        missed=[f"reject it: {t0['why_wrong']}"])
+        return True, None
+    if rule_endorsed:
+        # the rules' cap, overruled: the trap keeps the 0 they gave it, and a reader decides
+        against = "; ".join(judgment.against) or "nothing in particular"
+        return False, (f"a trap mention reads as endorsed ({trap['evidence'][0]['text']!r}), but the read as a whole "
+                       f"is not sure of it ({p}: {against}): is it endorsed?")
+    if judgment.decision == "review":
+        story = " but it names the true fix and cause or measurement: which does it stand on?" \
+            if judgment.p_endorse >= stance.CAP_P else ": is it endorsed?"
+        return False, review or f"the read as a whole leans to a trap ({p}: {leaning}){story}"
+    return False, review
 
 
 # --- root cause, measurement, fix -------------------------------------------------------
@@ -759,7 +871,9 @@ def score(key: dict, rubric: Rubric, narration: str, runs: list[dict] | None = N
     read = read_of(narration)
     root = _root_cause(read, key, rubric, w)
     own_cause = root["score"] > 0 or _proposes_fix(read, rubric)
-    trap, endorsed, review = _trap(read, key, rubric, w, own_cause)
+    by_trap = trap_mentions(read, key, rubric)
+    last_turn = _last_turn_to_cause(read, rubric)
+    trap, endorsed, review = _trap(read, key, rubric, w, own_cause, by_trap, last_turn)
     # only where the trap was named and not rejected outright (a third of its points or less)
     named_only = not endorsed and trap["evidence"] and trap["score"] < w["trap"] / 2
     denial = _read_denies_cause(read, rubric) if named_only else None
@@ -779,8 +893,14 @@ def score(key: dict, rubric: Rubric, narration: str, runs: list[dict] | None = N
             review = (f"the read endorses a trap ({trap['evidence'][0]['text']!r}) but also names the fix and the "
                       f"decisive measurement: which does it stand on?")
             trap.update(score=0, missed=[f"reject the trap out loud: {key['traps'][0]['why_wrong']}"])
-    criteria = [_discipline(read, rubric, w), _findings(read, key, rubric, w), trap, root,
+    findings = _findings(read, key, rubric, w)
+    criteria = [_discipline(read, rubric, w), findings, trap, root,
                 _measurement(read, key, rubric, runs or [], w), _fix_win(read, key, rubric, w)]
+    # the rules' verdict is one witness; the read taken whole decides (app/scoring/stance.py)
+    features, anchor = stance_features(read, key, rubric, by_trap, last_turn, root, findings, endorsed,
+                                       review is not None)
+    judgment = stance.judge(features)
+    endorsed, review = _decide(judgment, read, key, trap, anchor, endorsed, review)
     words = word_count(narration)
     over_time = timed and words > TIMED_WORDS
     if over_time:
@@ -791,4 +911,5 @@ def score(key: dict, rubric: Rubric, narration: str, runs: list[dict] | None = N
     return {"scenario": key["scenario"], "seed": key["seed"], "total": round(total, 1), "trap_endorsed": endorsed,
             # contract 4: set when the scorer cannot decide something that matters (issue 12)
             "needs_review": review is not None, "review_reason": review,
-            "timed": timed, "over_time": over_time, "word_count": words, "criteria": criteria}
+            "timed": timed, "over_time": over_time, "word_count": words, "criteria": criteria,
+            "stance": judgment.as_report(features)}
