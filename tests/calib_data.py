@@ -15,7 +15,7 @@ import numpy as np
 from app.accounts import service
 from app.db.staff import Candidate, Round, Scorecard, Team, User
 from app.rounds.live import CRITERIA
-from app.scoring.score import LABELS
+from app.scoring.read import LABELS
 
 # points per criterion in the synthetic report (contract 4's shape; they sum to 100)
 MAX_POINTS = {"discipline_order": 15, "findings": 25, "trap": 15, "root_cause": 20, "measurement": 10, "fix_win": 15}

@@ -19,7 +19,7 @@ import scenarios
 from app import tools
 from app.instances import instance
 from app.rounds import guide
-from app.scoring.score import LABELS
+from app.scoring.read import LABELS
 
 SEEDS = ["canonical", 1, 2]
 CASES = [(sid, seed) for sid in scenarios.REGISTRY for seed in SEEDS]

@@ -40,7 +40,7 @@ from app.review import stats
 from app.review.access import REVIEWERS
 from app.rounds.live import CRITERIA
 from app.scenario import InstanceError
-from app.scoring.score import LABELS
+from app.scoring.read import LABELS
 
 OVERALL = "recommendation"  # the overall item: the scorecard's recommendation, the report's total
 ITEMS = (*CRITERIA, OVERALL)

@@ -18,7 +18,7 @@ from app.review import levels
 from app.review.view import scorecards_for
 from app.rounds import candidates, live, questions
 from app.scenario import InstanceError
-from app.scoring.score import LABELS
+from app.scoring.read import LABELS
 
 MAX_ROUNDS = 200
 

@@ -14,7 +14,7 @@ from app.db.staff import Membership, Round, Scorecard, User
 from app.review import access, anchors, levels, practice, replay
 from app.rounds import candidates, guide, live
 from app.scoring.evidence import segments
-from app.scoring.score import LABELS
+from app.scoring.read import LABELS
 
 
 def _cards(store: Store, r: Round) -> list[dict]:

@@ -26,7 +26,8 @@ from app.scenario import Hint, Instance, InstanceError
 from app.tools import ToolNotApplicable
 from app.scoring import lexicon
 from app.scoring.rubric import Rubric
-from app.scoring.score import FIX_IDS, FULL_FINDINGS, LABELS, TRAP_CAP, findings_targets, read_of, stated
+from app.scoring.read import LABELS
+from app.scoring.score import FIX_IDS, FULL_FINDINGS, TRAP_CAP, findings_targets, read_of, stated
 
 # Contract 4's criteria, in its order (LABELS is written in it).
 CRITERIA = tuple(LABELS)

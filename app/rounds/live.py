@@ -36,7 +36,8 @@ from app.rounds import candidates, guide, questions
 from app.rounds.wakeup import HUB, notify_sql
 from app.scenario import Instance, InstanceError
 from app.scoring.marks import score_marks
-from app.scoring.score import LABELS, MAX_CHARS, NarrationError, check_text, score
+from app.scoring.read import LABELS
+from app.scoring.score import MAX_CHARS, NarrationError, check_text, score
 
 RUNNERS = ("admin", "interviewer")  # who may create, watch and steer a round
 SCORERS = ("admin", "interviewer", "reviewer")  # who may put a scorecard on an ended round

@@ -102,7 +102,7 @@ HYPOTHESIS = (
 )
 # Blame said of a thing, as a predicate after it ("the collective is the slow part", "the
 # GEMVs are badly tuned") or as a frame before it ("the culprit is the copy", "my read is
-# NCCL"): with a trap's subject in that place, the trap is the cause (score._blames_part).
+# NCCL"): with a trap's subject in that place, the trap is the cause (trap._blames_part).
 BLAME_AFTER = (r"\b(is|are|'s|'re) (the )?(real |main )?(bottleneck|problem|culprit|issue|cause|slow part|limit(er|ing)?|"
                r"ceiling)\b",
                r"\b(is|are) what('s| is)? (slow\w*|stretch\w*|drag\w*|limit\w*|hold\w*|eat\w*|kill\w*)",
@@ -238,13 +238,13 @@ SECONDARY = (r"\bwhile (we're|we are|i'm|i am) at it\b", r"\bon top\b", r"\bas a
              r"\bthen (revisit|look at|tune|try)\b")
 # A read taking back what it said: a later rejection of the trap counts as a correction
 # (no cap) when one of these says so, in its sentence or the one before (or when it does
-# the arithmetic, or proposes nothing itself: score._trap).
+# the arithmetic, or proposes nothing itself: trap.trap_criterion).
 CORRECTION = (r"\bactually\b(?!,? (yes|yeah|right)\b)", r"\bon second thought\b", r"\bwait\b", r"\bscratch that\b", r"\bi was wrong\b",
               r"\bturns out\b", r"\bhold on\b", r"\blooking (closer|again)\b", r"\bthat's wrong\b", r"\bno,",
               r"\bmy first (thought|guess|instinct)\b", r"\bat first\b", r"\bi'd be tempted\b", r"\btempt\w*\b")
 
 # A sentence that turns away from what the read said before ("But ...", "Hmm, no."): with
-# the true cause asserted after it, a correction (score._turns_to_cause).
+# the true cause asserted after it, a correction (trap.last_turn_to_cause).
 TURN_OPENING = (r"^\W*((hmm+|um+|uh+|well|ok(ay)?|wait),?\s+)?(but|however|then again|except|no|nope|wrong|"
                 r"not really|not so fast|scratch that)\b")
 

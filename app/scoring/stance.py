@@ -1,6 +1,6 @@
 """Does the read, taken whole, endorse a trap? A judgment with a confidence (issue 12).
 
-The rules in score.py say how each trap mention is said (rejected, endorsed, hedged,
+The rules in trap.py say how each trap mention is said (rejected, endorsed, hedged,
 checked, posed, named) and find the true cause, its fix and the decisive measurement. On
 reads nobody tuned them to they decide stance alone poorly: they miss about a third of the
 endorsements (a course in the trap's direction with no word the rules know as blame) and
@@ -11,7 +11,7 @@ logistic model fitted on the blind corpora's development parts (`python -m bench
 --fit`, writing stance_model.json). It is linear in named features so every judgment can
 say what it leaned on; it is deterministic and runs in microseconds.
 
-The decision (score.py): at CAP_P or above the trap is endorsed and the total capped; from
+The decision (trap.decide): at CAP_P or above the trap is endorsed and the total capped; from
 REVIEW_P the read goes to a reviewer; below, nothing. The rules' own verdict is one feature
 among the others, so a rule that caps a read the rest says is sound sends it to review.
 """
@@ -113,7 +113,7 @@ def _has_the_story(f: dict[str, float]) -> bool:
     cause has the story: an endorsement beside it is a slip, a follow-on ("then revisit NCCL
     for the last few points") or our misreading as often as a belief, and capping a strong
     read costs far more than missing a weak one. The rules' own confident endorsement is
-    held to the fix and the measurement (score.py); the model's, to either."""
+    held to the fix and the measurement (score.score); the model's, to either."""
     if not f["fix"]:
         return False
     return bool(f["measurement"]) or (not f["rule_cap"] and f["root_cause"] >= 1)

@@ -19,7 +19,8 @@ from fastapi.responses import JSONResponse, RedirectResponse
 import scenarios
 from app import practice, sharing
 from app.scoring import evidence
-from app.scoring.score import LABELS, MAX_CHARS
+from app.scoring.read import LABELS
+from app.scoring.score import MAX_CHARS
 from app.web import instances as served
 from app.web.deps import Owner, StoreDep
 from app.web.templates import templates
