@@ -74,7 +74,7 @@ def main(argv: list[str]) -> int:
         for r in rows:
             j = stance.judge(r["features"], m)
             cap.append(j.decision == "endorse")
-            review.append(j.decision == "review" or r["rule_review"] or (r["rule_cap"] and j.decision != "endorse"))
+            review.append(stance.reviewed(j, r["rule_cap"], r["rule_review"]))
         per_corpus[name] = {"rules_alone": rates(rows, [r["rule_cap"] for r in rows], [r["rule_review"] for r in rows]),
                             "model_held_out": rates(rows, cap, review)}
         held_cap += cap
@@ -84,7 +84,7 @@ def main(argv: list[str]) -> int:
     figures = {"rules_alone": rates(every, rule_cap, rule_review),
                "model_held_out": rates(every, held_cap, held_review),
                "corpora": {n: len(rs) for n, rs in corpora.items()}, "cap_p": stance.CAP_P,
-               "review_p": stance.REVIEW_P, "per_corpus": per_corpus}
+               "review_p": stance.REVIEW_P, "clear_p": stance.CLEAR_P, "per_corpus": per_corpus}
     print(f"development reads: {len(every)} from {len(corpora)} corpora, leave-one-corpus-out")
     print(f"  {'':22s} {'false':>7s} {'missed':>7s} {'unreviewed':>11s} {'review':>7s}")
     rows_out = [("all", figures)] + list(per_corpus.items())

@@ -419,7 +419,8 @@ def test_a_hedged_hypothesis_the_read_says_it_has_not_settled_is_not_endorsed():
 def test_a_correction_that_turns_to_the_true_cause_takes_the_trap_back_without_naming_it():
     r = run("ddp", "The step is 622 ms. NCCL is the bottleneck, so I'd retune NCCL_ALGO. Actually, looking again, "
                    "the compute stream sits idle for the whole 175 ms all-reduce: it is not overlapped with backward.")
-    assert not r["trap_endorsed"] and r["needs_review"]
+    # seen as an endorsement taken back; whether a reader is asked is the stance model's call
+    assert not r["trap_endorsed"] and r["stance"]["features"]["retracted"] > 0
 
 
 @pytest.mark.parametrize("sid,read", [

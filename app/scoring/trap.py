@@ -505,7 +505,8 @@ def decide(judgment: stance.Judgment, read: Read, key: dict, trap: dict, anchor:
         story = " but it names the true fix and cause or measurement: which does it stand on?" \
             if judgment.p_endorse >= stance.CAP_P else ": is it endorsed?"
         return False, review or f"the read as a whole leans to a trap ({p}: {leaning}){story}"
-    return False, review
+    # the rules' doubt, unless the read taken whole clears it (stance.reviewed)
+    return False, review if stance.reviewed(judgment, False, review is not None) else None
 
 
 # --- the true cause's side, as far as stance needs it ------------------------------------
