@@ -73,6 +73,15 @@ class Settings(BaseSettings):
     candidate_link_hours: float = 72.0
     live_poll_s: float = 0.05
 
+    # A second opinion on trap stance (app/scoring/second_opinion.py), off unless a URL is
+    # set: an OpenAI-compatible base URL (".../v1"), the model to name, a bearer key. It only
+    # sets needs_review; the score stays the deterministic scorer's. Asked after the
+    # response, so a slow endpoint delays the opinion, never the page.
+    second_opinion_url: str | None = None
+    second_opinion_model: str = ""
+    second_opinion_api_key: str | None = None
+    second_opinion_timeout_s: float = 10.0
+
 
 @lru_cache
 def get_settings() -> Settings:

@@ -29,6 +29,7 @@ from app.db.base import Store
 from app.db.models import Attempt, NarrationSave
 from app.scenario import Instance, InstanceError
 from app.scoring.marks import score_marks
+from app.scoring import second_opinion
 from app.scoring.score import MAX_CHARS, check_text, score
 
 MAX_RUNS = 500
@@ -168,11 +169,28 @@ def submit(store: Store, owner: str, public_id: str, narration: str | None = Non
             a.narration = narration
         report = score(inst.key, inst.scenario.rubric, a.narration, a.runs, timed=timed)
         report["marks"] = score_marks(inst.key, a.marks)
+        if second_opinion.wanted():
+            report["second_opinion"] = second_opinion.pending()  # asked after the response (add_second_opinion)
         for k in ("model_answer", "observations", "expected", "root_cause", "fix"):
             report[k] = inst.key[k]
         _change(db, a, narration=a.narration, report=report, total=report["total"], timed=timed,
                 trap_endorsed=report["trap_endorsed"], submitted_at=now())
     return a, report
+
+
+def add_second_opinion(store: Store, public_id: str) -> dict | None:
+    """Ask the configured endpoint about a submitted attempt's stance and store its answer in
+    the report (run after the submit's response: the request never waits for it). The call is
+    made outside any transaction; None where no opinion is pending."""
+    with store.read() as db:
+        a = db.scalar(select(Attempt).where(Attempt.public_id == public_id))
+    if a is None or not a.report or (a.report.get("second_opinion") or {}).get("status") != "pending":
+        return None
+    opinion = second_opinion.ask_configured(instance_of(a).key, a.narration)
+    with store.write() as db:
+        row = db.scalar(select(Attempt).where(Attempt.id == a.id).with_for_update())
+        row.report = second_opinion.merged(row.report, opinion)
+        return row.report
 
 
 def public(a: Attempt) -> dict:

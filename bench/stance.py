@@ -56,6 +56,14 @@ def rates(rows: list[dict], cap: list[bool], review: list[bool]) -> dict:
             "review_rate": round(sum(review[i] and not cap[i] for i in range(len(rows))) / max(1, len(rows)), 3)}
 
 
+def held_out(corpora: dict[str, list[dict]], lam: float = 1.0) -> dict[str, list[stance.Judgment]]:
+    """Leave one corpus out: each corpus's reads judged by a model fitted on the others."""
+    return {name: [stance.judge(r["features"], m) for r in rows]
+            for name, rows in corpora.items()
+            for m in [stance.fit([(r["features"], r["endorse"]) for other, rs in corpora.items() if other != name
+                                  for r in rs], lam)]}
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench stance")
     ap.add_argument("--fit", action="store_true", help="fit on every development part and write stance_model.json")
@@ -64,17 +72,12 @@ def main(argv: list[str]) -> int:
     with stance.unfitted():  # the features only: the stored model may not know them yet
         corpora = {name: featurise(reads) for name, reads in development_reads().items()}
     every = [r for rows in corpora.values() for r in rows]
-    # leave one corpus out: each corpus judged by a model that never saw it
     held_cap, held_review, rule_cap, rule_review = [], [], [], []
     per_corpus = {}
+    judged = held_out(corpora, args.lam)
     for name, rows in corpora.items():
-        m = stance.fit([(r["features"], r["endorse"]) for other, rs in corpora.items() if other != name for r in rs],
-                       args.lam)
-        cap, review = [], []
-        for r in rows:
-            j = stance.judge(r["features"], m)
-            cap.append(j.decision == "endorse")
-            review.append(stance.reviewed(j, r["rule_cap"], r["rule_review"]))
+        cap = [j.decision == "endorse" for j in judged[name]]
+        review = [stance.reviewed(j, r["rule_cap"], r["rule_review"]) for r, j in zip(rows, judged[name])]
         per_corpus[name] = {"rules_alone": rates(rows, [r["rule_cap"] for r in rows], [r["rule_review"] for r in rows]),
                             "model_held_out": rates(rows, cap, review)}
         held_cap += cap

@@ -35,6 +35,7 @@ from app.db.staff import Candidate, Question, Round, RoundEvent, Scorecard
 from app.rounds import candidates, guide, questions
 from app.rounds.wakeup import HUB, notify_sql
 from app.scenario import Instance, InstanceError
+from app.scoring import second_opinion
 from app.scoring.marks import score_marks
 from app.scoring.read import LABELS
 from app.scoring.score import MAX_CHARS, NarrationError, check_text, score
@@ -546,6 +547,8 @@ def end(store: Store, staff: Staff, public_id: str) -> dict:
         try:
             report = score(inst.key, inst.scenario.rubric, row.narration, row.runs)
             report["marks"] = score_marks(inst.key, row.marks)
+            if second_opinion.wanted():
+                report["second_opinion"] = second_opinion.pending()  # asked after the response (add_second_opinion)
         except NarrationError as e:  # nothing said (a no-show): the round still ends
             report = {"total": None, "skipped": f"no automatic score: {e}"}
         row.ended_at, row.phase, row.locked = now(), "ended", True
@@ -554,6 +557,21 @@ def end(store: Store, staff: Staff, public_id: str) -> dict:
         out = {"ended_at": _iso(row.ended_at), "already": False}
     _published(r.id, "end", ev)
     return out
+
+
+def add_second_opinion(store: Store, public_id: str) -> dict | None:
+    """Ask the configured endpoint about an ended round's stance and store its answer in the
+    automatic report (run after the end's response; the call is made outside any
+    transaction). None where no opinion is pending."""
+    with store.read() as db:
+        r = db.scalar(select(Round).where(Round.public_id == public_id))
+    if r is None or not r.auto_report or (r.auto_report.get("second_opinion") or {}).get("status") != "pending":
+        return None
+    opinion = second_opinion.ask_configured(instance_of(r).key, r.narration)
+    with store.write() as db:
+        row = _lock(db, r.id)
+        row.auto_report = second_opinion.merged(row.auto_report, opinion)
+        return row.auto_report
 
 
 def put_scorecard(store: Store, staff: Staff, public_id: str, criteria: dict[str, int], recommendation: int,

@@ -4,7 +4,7 @@ built."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, BackgroundTasks, HTTPException, Request
 from pydantic import BaseModel, Field, FiniteFloat
 
 from app import practice, sharing
@@ -95,9 +95,12 @@ def run(aid: str, body: Run, store: StoreDep, who: Owner):
 
 
 @router.post("/api/attempts/{aid}/submit")
-def submit(aid: str, store: StoreDep, who: Owner, body: Submission | None = None):
+def submit(aid: str, store: StoreDep, who: Owner, background: BackgroundTasks, body: Submission | None = None):
     body = body or Submission()
     a, report = practice.submit(store, who, aid, body.narration, body.timed)
+    if (report.get("second_opinion") or {}).get("status") == "pending":
+        # after the response: the report is stored and answered, the opinion joins it later
+        background.add_task(practice.add_second_opinion, store, a.public_id)
     return {"id": a.public_id, **report}
 
 

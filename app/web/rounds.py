@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, BackgroundTasks, HTTPException, Request
 from fastapi.responses import JSONResponse, RedirectResponse
 from pydantic import BaseModel, Field, field_validator, model_validator
 from starlette.concurrency import run_in_threadpool
@@ -21,6 +21,7 @@ import scenarios
 from app.config import get_settings
 from app.review import access, anchors, view as review_view
 from app.rounds import candidates, live, questions
+from app.scoring import second_opinion
 from app.web import forms, instances as served, sse
 from app.web.deps import StaffDep, StaffPage, StoreDep
 from app.web.templates import templates
@@ -339,8 +340,10 @@ async def set_lock(rid: str, request: Request, store: StoreDep, staff: StaffDep)
 
 
 @router.post("/api/rounds/{rid}/end")
-def end_round(rid: str, request: Request, store: StoreDep, staff: StaffDep):
+def end_round(rid: str, request: Request, store: StoreDep, staff: StaffDep, background: BackgroundTasks):
     out = live.end(store, staff, rid)
+    if not out["already"] and second_opinion.wanted():
+        background.add_task(live.add_second_opinion, store, rid)  # after the response: it never waits on it
     return _answer(request, store, staff, rid, out, "_console_controls.html")
 
 
