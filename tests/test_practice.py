@@ -145,4 +145,4 @@ def test_the_report_says_when_the_scorer_could_not_decide(client):
                json={"narration": "The step has a gap at its start. It could possibly be the host-to-device copy."})
     r = client.post(f"/api/attempts/{a['id']}/submit").json()
     assert r["needs_review"] and not r["trap_endorsed"]
-    assert "The scorer could not decide" in client.get(f"/practice/{a['id']}/report").text
+    assert "For a reader to decide" in client.get(f"/practice/{a['id']}/report").text
