@@ -28,8 +28,8 @@ from app import instances
 from app.db.base import Store
 from app.db.models import Attempt, NarrationSave
 from app.scenario import Instance, InstanceError
-from app.scoring.marks import score_marks
 from app.scoring import second_opinion
+from app.scoring.marks import score_marks
 from app.scoring.score import MAX_CHARS, check_text, score
 
 MAX_RUNS = 500
@@ -184,7 +184,7 @@ def add_second_opinion(store: Store, public_id: str) -> dict | None:
     made outside any transaction; None where no opinion is pending."""
     with store.read() as db:
         a = db.scalar(select(Attempt).where(Attempt.public_id == public_id))
-    if a is None or not a.report or (a.report.get("second_opinion") or {}).get("status") != "pending":
+    if a is None or not second_opinion.is_pending(a.report):
         return None
     opinion = second_opinion.ask_configured(instance_of(a).key, a.narration)
     with store.write() as db:

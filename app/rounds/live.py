@@ -565,7 +565,7 @@ def add_second_opinion(store: Store, public_id: str) -> dict | None:
     transaction). None where no opinion is pending."""
     with store.read() as db:
         r = db.scalar(select(Round).where(Round.public_id == public_id))
-    if r is None or not r.auto_report or (r.auto_report.get("second_opinion") or {}).get("status") != "pending":
+    if r is None or not second_opinion.is_pending(r.auto_report):
         return None
     opinion = second_opinion.ask_configured(instance_of(r).key, r.narration)
     with store.write() as db:

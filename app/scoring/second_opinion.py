@@ -100,6 +100,11 @@ def pending() -> dict:
     return {"status": "pending", "asked_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
 
 
+def is_pending(report: dict | None) -> bool:
+    """The report was scored with an opinion asked for and not yet answered."""
+    return bool(report) and (report.get("second_opinion") or {}).get("status") == "pending"
+
+
 def ask_configured(key: dict, narration: str) -> dict:
     """`ask` the endpoint the settings name."""
     from app.config import get_settings

@@ -8,6 +8,7 @@ from fastapi import APIRouter, BackgroundTasks, HTTPException, Request
 from pydantic import BaseModel, Field, FiniteFloat
 
 from app import practice, sharing
+from app.scoring import second_opinion
 from app.scoring.score import MAX_CHARS
 from app.web import forms
 from app.web.deps import Owner, StoreDep
@@ -98,7 +99,7 @@ def run(aid: str, body: Run, store: StoreDep, who: Owner):
 def submit(aid: str, store: StoreDep, who: Owner, background: BackgroundTasks, body: Submission | None = None):
     body = body or Submission()
     a, report = practice.submit(store, who, aid, body.narration, body.timed)
-    if (report.get("second_opinion") or {}).get("status") == "pending":
+    if second_opinion.is_pending(report):
         # after the response: the report is stored and answered, the opinion joins it later
         background.add_task(practice.add_second_opinion, store, a.public_id)
     return {"id": a.public_id, **report}
