@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import sys
 
-from bench import (analyze, calibration, corpus, export, generate, live, load, score, second_opinion, stance, tools,
-                   viewer)
+from bench import (analyze, calibration, corpus, export, generate, live, load, realism, score, second_opinion, stance,
+                   tools, viewer)
 
 BENCHES = {"generate": generate.main, "analyze": analyze.main, "tools": tools.main, "viewer": viewer.main, "score": score.main,
            "load": load.main, "corpus": corpus.main, "live": live.main, "calibration": calibration.main,
-           "export": export.main, "stance": stance.main, "second_opinion": second_opinion.main}
+           "export": export.main, "stance": stance.main, "second_opinion": second_opinion.main,
+           "realism": realism.main}
 
 
 def main(argv: list[str]) -> int:
