@@ -68,12 +68,17 @@ def _cache() -> ByteLRU[Instance]:
     return _CACHE
 
 
-def instance(sid: str, seed: SeedLabel, overrides: dict[str, str] | None = None) -> Instance:
-    """The instance, cached; InstanceError (one line) for an unknown scenario, a bad param,
-    or one past the settings' event budget for a request (InstanceTooLarge). The command
-    line builds without the cache or the budget: its user is the operator."""
+def instance(sid: str, seed: SeedLabel, overrides: dict[str, str] | None = None,
+             version: int | None = None) -> Instance:
+    """The instance, cached: of the scenario's current version, or of the `version` a stored
+    attempt or round names (contract 1). InstanceError (one line) for an unknown scenario or
+    version, a bad param, or one past the settings' event budget for a request
+    (InstanceTooLarge). The command line builds without the cache or the budget: its user is
+    the operator."""
     if sid not in scenarios.REGISTRY:
         raise UnknownScenario(f"unknown scenario {clip(sid)!r}; valid scenarios: {', '.join(scenarios.REGISTRY)}")
+    scn = scenarios.get(sid)
+    v = scn.version if version is None else int(version)
     budget = get_settings().max_instance_events
-    key = (sid, scenarios.get(sid).version, seed, tuple(sorted((overrides or {}).items())))
-    return _cache().get(key, lambda: scenarios.get(sid).instance(seed, dict(overrides or {}), budget))
+    key = (sid, v, seed, tuple(sorted((overrides or {}).items())))
+    return _cache().get(key, lambda: scn.instance(seed, dict(overrides or {}), budget, version=v))

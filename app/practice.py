@@ -54,8 +54,9 @@ def now() -> datetime:
 
 
 def instance_of(a: Attempt) -> Instance:
-    """The attempt's instance (built or from the cache)."""
-    return instances.instance(a.scenario, instances.parse_seed(a.seed), {k: str(v) for k, v in a.params.items()})
+    """The attempt's instance (built or from the cache), of the version it was made at."""
+    return instances.instance(a.scenario, instances.parse_seed(a.seed), {k: str(v) for k, v in a.params.items()},
+                              a.version)
 
 
 def create(store: Store, owner: str, scenario: str, seed: str | None = None,
@@ -193,6 +194,13 @@ def add_second_opinion(store: Store, public_id: str) -> dict | None:
         return row.report
 
 
+def link_params(a: Attempt) -> list[tuple[str, str]]:
+    """The query that opens the attempt's instance in the open explorer: its params, and its
+    version where the scenario has moved on since (contract 1)."""
+    q = sorted((k, str(v)) for k, v in a.params.items())
+    return q + [("version", str(a.version))] if a.version != scenarios.get(a.scenario).version else q
+
+
 def public(a: Attempt) -> dict:
     """What the browser may see. Before submission: its own work, and the pathology's
     name unless the round is a surprise; never the seed or params. After: everything."""
@@ -205,5 +213,5 @@ def public(a: Attempt) -> dict:
         out.update(scenario=a.scenario, title=scenarios.get(a.scenario).title, version=a.version)
     if a.submitted_at is not None:
         out.update(seed=a.seed, params=a.params, report=a.report, total=a.total, trap_endorsed=a.trap_endorsed,
-                   explorer_url=f"/scenarios/{a.scenario}/{a.seed}" + (f"?{urlencode(a.params)}" if a.params else ""))
+                   explorer_url=f"/scenarios/{a.scenario}/{a.seed}" + (f"?{urlencode(q)}" if (q := link_params(a)) else ""))
     return out

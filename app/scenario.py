@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import zlib
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Union, get_args, get_origin
 
@@ -35,6 +36,34 @@ class InstanceError(ValueError):
 
 class InstanceTooLarge(InstanceError):
     """The instance's traces would hold more events than the caller may build."""
+
+
+class UnknownVersion(InstanceError):
+    """A version of a scenario this code does not build (a stored attempt or round from a
+    version since retired, or one never made): the user is told which versions it builds."""
+
+
+# The version of the scenario being built: a builder that changed between versions asks
+# `building()` which to produce (contract 1: a stored (scenario, version, seed) keeps
+# building the instance its user saw, after the scenario's current version moves on).
+_BUILDING: ContextVar[int | None] = ContextVar("building_version", default=None)
+
+
+def building() -> int:
+    """The version of the instance being built (inside Scenario.instance and Instance.trace)."""
+    v = _BUILDING.get()
+    if v is None:
+        raise RuntimeError("building() is asked outside a scenario's build")
+    return v
+
+
+@contextmanager
+def _version(v: int):
+    token = _BUILDING.set(v)
+    try:
+        yield
+    finally:
+        _BUILDING.reset(token)
 
 
 def param(default: Any, *, unit: str, ge: float | None = None, le: float | None = None,
@@ -173,7 +202,7 @@ class Built:
 @dataclass
 class Scenario:
     id: str
-    version: int
+    version: int  # the current version: what new attempts, rounds and links get
     title: str
     signature: str  # one line: what the timeline shows
     Params: type[ScenarioParams]
@@ -192,25 +221,47 @@ class Scenario:
     # before them, and gives a scenario that defines none a default from its key.
     hints: tuple[Hint, ...] = ()
     module_doc: str = ""
+    # Earlier versions this code still builds, exactly as they were: stored attempts and
+    # rounds, and the blind corpora and calibration reads (which quote their numbers), name
+    # them. A version dropped from here answers UnknownVersion.
+    older: tuple[int, ...] = ()
 
-    def rng(self, seed: SeedLabel, stream: int) -> np.random.Generator:
+    @property
+    def versions(self) -> tuple[int, ...]:
+        return (*self.older, self.version)
+
+    def _checked(self, version: int | None) -> int:
+        v = self.version if version is None else int(version)
+        if v not in self.versions:
+            raise UnknownVersion(f"{self.id} version {v} is not built here (this server builds version"
+                                 f"{'s' if len(self.versions) > 1 else ''} {', '.join(map(str, self.versions))})")
+        return v
+
+    def rng(self, seed: SeedLabel, stream: int, version: int | None = None) -> np.random.Generator:
         """Independent, reproducible random streams per (scenario, version, seed, purpose)."""
         tag = 2**32 - 1 if seed == "canonical" else int(seed)
-        return np.random.default_rng([zlib.crc32(self.id.encode()), self.version, tag, stream])
+        v = self.version if version is None else version
+        return np.random.default_rng([zlib.crc32(self.id.encode()), v, tag, stream])
 
-    def params_for(self, seed: SeedLabel, overrides: dict[str, Any] | None = None) -> ScenarioParams:
-        base = self.Params.canonical() if seed == "canonical" else self.Params.draw(self.rng(seed, 0))
+    def params_for(self, seed: SeedLabel, overrides: dict[str, Any] | None = None,
+                   version: int | None = None) -> ScenarioParams:
+        v = self._checked(version)
+        with _version(v):  # a version may draw its params differently
+            base = self.Params.canonical() if seed == "canonical" else self.Params.draw(self.rng(seed, 0, v))
         return apply_overrides(self.Params, base, overrides or {})
 
     def instance(self, seed: SeedLabel, overrides: dict[str, Any] | None = None,
-                 max_events: int | None = None) -> "Instance":
-        """The instance; with `max_events`, refused (InstanceTooLarge) as soon as its traces,
-        every rank counted, pass that many events, before the work and memory they would take."""
-        params = self.params_for(seed, overrides)
+                 max_events: int | None = None, version: int | None = None) -> "Instance":
+        """The instance (of the current version unless `version` names an older one the
+        scenario still builds); with `max_events`, refused (InstanceTooLarge) as soon as its
+        traces, every rank counted, pass that many events, before the work and memory they
+        would take."""
+        v = self._checked(version)
+        params = self.params_for(seed, overrides, v)
         budget = EventBudget(max_events) if max_events is not None else None
-        with _within(budget, overrides):
-            built = self.build(params, self.rng(seed, 1), seed)
-        return Instance(self, seed, params, built, budget, dict(overrides or {}))
+        with _within(budget, overrides), _version(v):
+            built = self.build(params, self.rng(seed, 1, v), seed)
+        return Instance(self, seed, params, built, budget, dict(overrides or {}), version=v)
 
 
 @contextmanager
@@ -232,6 +283,7 @@ class Instance:
     built: Built
     budget: EventBudget | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
+    version: int = 0  # set by Scenario.instance
     _traces: dict[int, Trace] = field(default_factory=dict)
 
     @property
@@ -251,7 +303,7 @@ class Instance:
             raise InstanceError(f"rank {rank} is outside this instance's {self.ranks} exported "
                                 f"rank(s): valid ranks 0 to {self.ranks - 1}")
         if rank not in self._traces:
-            with _within(self.budget, self.overrides):
+            with _within(self.budget, self.overrides), _version(self.version):
                 self._traces[rank] = self.built.trace_for_rank(rank)
         return self._traces[rank]
 
@@ -286,7 +338,7 @@ def make_key(scn: Scenario, params: ScenarioParams, seed: SeedLabel, *, brief: s
         raise AssertionError(f"{scn.id} key lacks observations {missing}")
     assert set(discipline) == {"step_boundary", "gaps", "overlap", "longest_kernel"}
     return {
-        "scenario": scn.id, "version": scn.version, "seed": seed, "params": params.model_dump(),
+        "scenario": scn.id, "version": building(), "seed": seed, "params": params.model_dump(),
         "brief": brief, "observations": observations, "discipline": discipline,
         "root_cause": root_cause, "traps": traps, "decisive_measurement": decisive_measurement,
         "confirmation": confirmation, "fix": fix, "expected": expected,

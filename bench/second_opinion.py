@@ -21,8 +21,8 @@ import argparse
 import json
 from pathlib import Path
 
-import scenarios
 from app.scoring import second_opinion, stance
+from bench.corpus import instance_of
 from bench.stance import development_reads, featurise, held_out
 
 RECORDED = Path(__file__).with_name("second_opinion_recorded.jsonl")
@@ -45,7 +45,7 @@ def main(argv: list[str]) -> int:
             if src["id"] not in recorded:
                 continue
             if args.url:
-                key = scenarios.get(src["scenario"]).instance(src["seed"]).key
+                key = instance_of(src).key
                 op = second_opinion.ask(key, src["text"], url=args.url, model=args.model, api_key=args.api_key)
             else:
                 op = {"status": "done", "stance": recorded[src["id"]]["stance"],

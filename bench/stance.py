@@ -19,9 +19,9 @@ import argparse
 import json
 from pathlib import Path
 
-import scenarios
 from app.scoring import stance
 from app.scoring.score import score
+from bench.corpus import instance_of
 
 CORPORA = Path(__file__).resolve().parent.parent / "tests" / "corpus"
 
@@ -35,9 +35,9 @@ def featurise(reads: list[dict]) -> list[dict]:
     keys: dict = {}
     out = []
     for r in reads:
-        k = (r["scenario"], r["seed"])
+        k = (r["scenario"], r["seed"], r.get("version"))
         if k not in keys:
-            inst = scenarios.get(r["scenario"]).instance(r["seed"])
+            inst = instance_of(r)
             keys[k] = (inst.key, inst.scenario.rubric)
         rep = score(*keys[k], r["text"], [], timed=r["timed"])
         f = rep["stance"]["features"]

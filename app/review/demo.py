@@ -427,8 +427,8 @@ def build_round(p: RoundPlan, inst: Instance, emails: dict[str, str], now: datet
         log.add(at, "interviewer", "scorecard", {"by": emails[rater.name], "criteria": dict(criteria),
                                                  "recommendation": rec})
 
-    row = dict(scenario=p.scenario, version=inst.scenario.version, seed=str(p.seed), seed_kind="secret", params={},
-               rubric_version=inst.scenario.version, time_plan=[dict(ph) for ph in plan_phases],
+    row = dict(scenario=p.scenario, version=inst.version, seed=str(p.seed), seed_kind="secret", params={},
+               rubric_version=inst.version, time_plan=[dict(ph) for ph in plan_phases],
                phase="ended", phase_started_at=phase_started, locked=True, narration=final, marks=marks, runs=runs,
                opened_at=opened, submitted_at=submitted, ended_at=ended, auto_report=report,
                auto_total=report["total"], gold=p.gold, created_at=created,

@@ -273,7 +273,7 @@ def live_key(inst: Instance) -> dict:
            "text": (f"{say(exp['before_ms'], '', approx=False)} → {say(exp['after_ms'], '', approx=False)} "
                     f"{exp['unit']}, {say(exp['speedup'], 'x')}"),
            "arithmetic": exp.get("arithmetic", ""), "also": also}
-    return {"scenario": {"id": scn.id, "title": scn.title, "version": scn.version}, "seed": key["seed"],
+    return {"scenario": {"id": scn.id, "title": scn.title, "version": key["version"]}, "seed": key["seed"],
             "brief": key["brief"], "observations": observations, "discipline": discipline, "traps": traps,
             "decisive": decisive(inst), "root_cause": key["root_cause"], "fix": key["fix"], "win": win,
             "model_answer": key["model_answer"]}

@@ -85,7 +85,8 @@ def token_hash(token: str) -> str:
 
 
 def instance_of(r: Round) -> Instance:
-    return instances.instance(r.scenario, instances.parse_seed(r.seed), {k: str(v) for k, v in r.params.items()})
+    return instances.instance(r.scenario, instances.parse_seed(r.seed), {k: str(v) for k, v in r.params.items()},
+                              r.version)
 
 
 # -- creating a round ----------------------------------------------------------------------

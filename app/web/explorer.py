@@ -65,7 +65,7 @@ def _page(sid: str, seed: str, request: Request, rank: str | None) -> dict:
     # the instance's params, without the page's own keys (rank, testing)
     params = [(k, v) for k, v in request.query_params.multi_items() if k not in ("rank", "testing")]
     scn = scenarios.get(sid)
-    return {"scenario": {"id": scn.id, "title": scn.title, "version": scn.version}, "seed": seed,
+    return {"scenario": {"id": scn.id, "title": scn.title, "version": inst.version}, "seed": seed,
             "params": inst.params.model_dump(),
             **served.viewer_context(inst, served.explorer_urls(sid, seed, params), rank)}
 

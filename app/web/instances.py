@@ -19,15 +19,19 @@ from app.scenario import Instance, InstanceError
 from app.trace import kineto
 from app.web import timeline
 
-# Query keys that are not scenario params.
-RESERVED = {"rank", "format", "kernel", "testing"}  # kernel: ncu's -k; testing: the viewer's test hook
+# Query keys that are not scenario params. version: an older version of the scenario, as a
+# stored attempt's link names it (the current one without it).
+RESERVED = {"rank", "format", "kernel", "testing", "version"}  # kernel: ncu's -k; testing: the viewer's test hook
 
 
 def resolve(sid: str, seed: str, request: Request) -> Instance:
     """An open-explorer instance from its URL: 404 for an unknown scenario, 400 naming the
-    problem for a bad seed or param or one past the event budget."""
+    problem for a bad seed, version or param or one past the event budget."""
     overrides = {k: v for k, v in request.query_params.items() if k not in RESERVED}
-    return http(lambda: instances.instance(sid, instances.parse_seed(seed), overrides))
+    raw = request.query_params.get("version")
+    if raw is not None and not raw.isdigit():
+        raise HTTPException(400, f"version is a whole number, not {instances.clip(raw)!r}")
+    return http(lambda: instances.instance(sid, instances.parse_seed(seed), overrides, int(raw) if raw else None))
 
 
 def http(fn):

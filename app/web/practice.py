@@ -154,7 +154,7 @@ def read_only(a, *, json_url: str) -> dict:
     reviewers): its instance is public once submitted, so the viewer reads the open
     explorer's URLs, and nothing on the page writes to the attempt or names its owner."""
     inst = practice.instance_of(a)
-    urls = served.explorer_urls(a.scenario, a.seed, sorted((k, str(v)) for k, v in a.params.items()))
+    urls = served.explorer_urls(a.scenario, a.seed, practice.link_params(a))
     return {**served.viewer_context(inst, urls, None), **_report(a, sharing.shown(a)), "mine": False,
             "json_url": json_url}
 
