@@ -24,20 +24,21 @@ def _instance(args):
     import scenarios
 
     scn = scenarios.get(args.scenario)
-    return scn.instance(parse_seed(args.seed, args.canonical), parse_params(args.param))
+    return scn.instance(parse_seed(args.seed, args.canonical), parse_params(args.param), version=args.version)
 
 
 def cmd_scenarios(args) -> None:
     import scenarios
 
-    rows = [{"id": s.id, "version": s.version, "title": s.title, "signature": s.signature,
+    rows = [{"id": s.id, "version": s.version, "older": list(s.older), "title": s.title, "signature": s.signature,
              "params": s.Params.describe()} for s in scenarios.REGISTRY.values()]
     if args.json:
         print(json.dumps(rows, indent=2))
         return
     width = max(len(r["id"]) for r in rows)
     for r in rows:
-        print(f"{r['id']:<{width}}  v{r['version']}  {r['title']}: {r['signature']}")
+        print(f"{r['id']:<{width}}  v{r['version']}  {r['title']}: {r['signature']}"
+              + (f" (also builds v{', v'.join(map(str, r['older']))})" if r["older"] else ""))
 
 
 def cmd_generate(args) -> None:
@@ -247,6 +248,7 @@ def _instance_args(p: argparse.ArgumentParser, rank: bool = False) -> None:
     p.add_argument("scenario", help="scenario id (see `tracedojo scenarios`)")
     p.add_argument("--seed", help="non-negative integer seed (default 0)")
     p.add_argument("--canonical", action="store_true", help="the seed document's own case")
+    p.add_argument("--version", type=int, help="an older version the scenario still builds (default: the current)")
     if rank:
         p.add_argument("--rank", type=int, default=0, help="which rank's trace (multi-rank scenarios)")
     p.add_argument("--param", action="append", metavar="K=V", help="override a scenario parameter (repeatable)")

@@ -64,6 +64,7 @@ def test_canonical_and_seed_are_exclusive_but_each_works():
     (("key", "ddp", "--param", "gpu=TPU"), "not one of H100"),
     (("key", "ddp", "--param", "steps"), "KEY=VALUE"),
     (("generate", "ddp", "--rank", "5"), "valid ranks 0 to 0"),
+    (("key", "ddp", "--version", "9"), "ddp version 9 is not built here"),
     (("frobnicate",), "invalid choice"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, needle):
