@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app import physics, workload
+from app import hosttime, physics, workload
+from app.hosttime import HostTiming
 from app.trace.builder import Kind, KernelInfo, TraceBuilder
 from app.trace.emit import Launched, cpu_span, launch_phase, memcpy, runtime_call
 
@@ -46,73 +47,91 @@ class Topology:
                 b.thread(self.gpu, stream, f"stream {stream} ", stream)
 
 
-def op_overheads_ns(rng: np.random.Generator, n: int, mean_us: float) -> tuple[np.ndarray, np.ndarray]:
+def op_overheads_ns(rng: np.random.Generator, n: int, mean_us: float,
+                    timing: HostTiming = hosttime.V1) -> tuple[np.ndarray, np.ndarray]:
     """Per-op framework time before the launch, and the cudaLaunchKernel call itself.
 
     Eager PyTorch spends ~10-40 µs of dispatcher and Python per op with the profiler on;
-    cudaLaunchKernel itself takes ~4-8 µs (CUDA 12 on x86 hosts).
+    cudaLaunchKernel itself takes ~4-8 µs (CUDA 12 on x86 hosts), with a tail (hosttime).
     """
     overhead = np.maximum(rng.gamma(4.0, mean_us / 4.0, n), 2.0) * 1e3
-    launch = rng.uniform(4.0, 8.0, n) * 1e3
-    return overhead.astype(np.int64), launch.astype(np.int64)
+    return overhead.astype(np.int64), timing.launch_calls_ns(rng, n)
+
+
+def _phase_timing(rng: np.random.Generator, n: int, timing: HostTiming, gap_ns: int) -> dict:
+    """launch_phase's host and stream timing for n launches (version 1: its constants)."""
+    return {"gpu_gap_ns": timing.kernel_gaps_ns(rng, n, gap_ns),
+            "launch_latency_ns": timing.launch_latency_ns(rng, n),
+            "free_after_ns": timing.between_ops_ns(rng, n)}
 
 
 def forward_backward(b: TraceBuilder, topo: Topology, rng: np.random.Generator, *,
                      fwd: list[workload.KernelSpec], fwd_ns: np.ndarray,
                      bwd: list[workload.KernelSpec], bwd_ns: np.ndarray,
                      cpu_t0: int, gpu_t0: int, op_mean_us: float = 25.0,
-                     gpu_gap_ns: int = 1_200, module: str = "DistributedDataParallel.forward"
-                     ) -> tuple[Launched, Launched]:
+                     gpu_gap_ns: int = 1_200, module: str = "DistributedDataParallel.forward",
+                     timing: HostTiming = hosttime.V1) -> tuple[Launched, Launched]:
     """Forward on the main thread, backward on the autograd thread, one stream."""
     ops, kernels = workload.intern(b, fwd)
-    oh, ln = op_overheads_ns(rng, len(fwd), op_mean_us)
+    oh, ln = op_overheads_ns(rng, len(fwd), op_mean_us, timing)
     f = launch_phase(b, host_pid=topo.host_pid, cpu_tid=topo.main_tid, gpu_pid=topo.gpu,
                      stream=topo.compute_stream, op_names=ops, kernel_names=kernels, kernel_dur_ns=fwd_ns,
-                     cpu_t0=cpu_t0, gpu_t0=gpu_t0, op_overhead_ns=oh, launch_ns=ln, gpu_gap_ns=gpu_gap_ns)
+                     cpu_t0=cpu_t0, gpu_t0=gpu_t0, op_overhead_ns=oh, launch_ns=ln,
+                     **_phase_timing(rng, len(fwd), timing, gpu_gap_ns))
     cpu_span(b, module, topo.host_pid, topo.main_tid, cpu_t0 - 2_000, f.cpu_end + 3_000)
     ops, kernels = workload.intern(b, bwd)
-    oh, ln = op_overheads_ns(rng, len(bwd), op_mean_us)
+    oh, ln = op_overheads_ns(rng, len(bwd), op_mean_us, timing)
     bw = launch_phase(b, host_pid=topo.host_pid, cpu_tid=topo.autograd_tid, gpu_pid=topo.gpu,
                       stream=topo.compute_stream, op_names=ops, kernel_names=kernels, kernel_dur_ns=bwd_ns,
-                      cpu_t0=f.cpu_end + 20_000, gpu_t0=f.gpu_end, op_overhead_ns=oh, launch_ns=ln,
-                      gpu_gap_ns=gpu_gap_ns, pending_kernel_start=f.kernel_start)
+                      cpu_t0=f.cpu_end + timing.host_ns(rng, 20_000), gpu_t0=f.gpu_end, op_overhead_ns=oh,
+                      launch_ns=ln, pending_kernel_start=f.kernel_start,
+                      **_phase_timing(rng, len(bwd), timing, gpu_gap_ns))
     return f, bw
 
 
 def allreduce(b: TraceBuilder, topo: Topology, *, cpu_t0: int, gpu_ready: int, dur_ns: int,
-              nelems: int, world: int, channels: int = 24) -> tuple[int, int, int]:
+              nelems: int, world: int, channels: int = 24, rng: np.random.Generator | None = None,
+              timing: HostTiming = hosttime.V1) -> tuple[int, int, int]:
     """One NCCL all-reduce launched from the main thread; returns (cpu_end, kernel start, kernel end).
 
     The NCCL stream first waits on an event recorded on the compute stream (the
-    gradients must exist), so the kernel starts no earlier than `gpu_ready`.
+    gradients must exist), so the kernel starts no earlier than `gpu_ready`. The host
+    rows' lengths are nominal (version 1) or vary as measured (`timing`, with `rng`).
     """
+    h = (lambda ns: timing.host_ns(rng, ns)) if rng is not None else int
     coll = {"Collective name": "allreduce", "In msg nelems": nelems, "Out msg nelems": nelems,
             "Group size": world, "dtype": "BFloat16", "In split size": "[]", "Out split size": "[]",
             "Process Group Name": "0", "Process Group Description": "default_pg",
             "Process Group Ranks": str(list(range(world)))}
     pid, tid = topo.host_pid, topo.main_tid
-    cpu_span(b, "c10d::allreduce_", pid, tid, cpu_t0, cpu_t0 + 120_000, cat="cpu_op")
-    cpu_span(b, "record_param_comms", pid, tid, cpu_t0 + 5_000, cpu_t0 + 110_000, cat="cpu_op",
+    # nested as torch writes them: c10d op > record_param_comms > nccl:all_reduce > the calls
+    t_rec, t_nccl, t_ev, t_wait, t_launch = (h(x) for x in (5_000, 20_000, 25_000, 30_000, 60_000))
+    t_nccl_end = t_launch + h(40_000)
+    t_rec_end = t_nccl_end + h(10_000)
+    t_end = t_rec_end + h(10_000)
+    cpu_span(b, "c10d::allreduce_", pid, tid, cpu_t0, cpu_t0 + t_end, cat="cpu_op")
+    cpu_span(b, "record_param_comms", pid, tid, cpu_t0 + t_rec, cpu_t0 + t_rec_end, cat="cpu_op",
              extra={**coll, "Global rank start": 0, "Global rank stride": 1})
-    cpu_span(b, "nccl:all_reduce", pid, tid, cpu_t0 + 20_000, cpu_t0 + 100_000)
-    runtime_call(b, "cudaEventRecord", pid, tid, cpu_t0 + 25_000, 3_000)
-    runtime_call(b, "cudaStreamWaitEvent", pid, tid, cpu_t0 + 30_000, 3_000)
-    launch_at = cpu_t0 + 60_000
-    k_start = max(gpu_ready + 4_000, launch_at + 12_000)
+    cpu_span(b, "nccl:all_reduce", pid, tid, cpu_t0 + t_nccl, cpu_t0 + t_nccl_end)
+    runtime_call(b, "cudaEventRecord", pid, tid, cpu_t0 + t_ev, h(3_000))
+    runtime_call(b, "cudaStreamWaitEvent", pid, tid, cpu_t0 + t_wait, h(3_000))
+    launch_at = cpu_t0 + t_launch
+    launch_ns = h(9_000)
+    k_start = max(gpu_ready + h(4_000), launch_at + launch_ns + h(3_000))
     corr = b.correlation_ids(1)
     ext = b.external_ids(1)
-    b.add(Kind.RUNTIME, "cuda_runtime", "cudaLaunchKernel", pid, tid, [launch_at], [9_000], ext=ext, corr=corr)
+    b.add(Kind.RUNTIME, "cuda_runtime", "cudaLaunchKernel", pid, tid, [launch_at], [launch_ns], ext=ext, corr=corr)
     name = b.kernel(workload.NCCL_ALLREDUCE, KernelInfo(grid=(channels, 1, 1), block=(640, 1, 1),
                                                         registers_per_thread=96, shared_memory=87_568))
     b.add(Kind.KERNEL, "kernel", np.array([name]), topo.gpu, topo.nccl_stream, [k_start], [dur_ns],
           ext=ext, corr=corr, extra=[coll])
-    return cpu_t0 + 120_000, k_start, k_start + dur_ns
+    return cpu_t0 + t_end, k_start, k_start + dur_ns
 
 
 def optimizer(b: TraceBuilder, topo: Topology, rng: np.random.Generator, *, params: float, cpu_t0: int,
               gpu_ready: int, gpu: physics.Gpu, bytes_per_param: float = 14.0,
               tensors_per_launch: int = 110, tensors: int = 0,
-              pending_kernel_start: np.ndarray | None = None) -> Launched:
+              pending_kernel_start: np.ndarray | None = None, timing: HostTiming = hosttime.V1) -> Launched:
     """Fused AdamW: memory-bound multi_tensor_apply launches over all parameters.
 
     Bytes: AdamW on bf16 params with bf16 state reads param, grad, exp_avg, exp_avg_sq
@@ -124,32 +143,37 @@ def optimizer(b: TraceBuilder, topo: Topology, rng: np.random.Generator, *, para
     info = KernelInfo(grid=(320, 1, 1), block=(512, 1, 1), registers_per_thread=64, shared_memory=0)
     specs = [workload.KernelSpec("aten::_fused_adamw_", workload.ADAM, 0.0, 1.0, info, "ew")] * n
     durs = workload.scaled_durations_ns(np.ones(n), total_ms, rng, jitter=0.02)
-    start = cpu_t0 + 40_000
-    runtime_call(b, "cudaStreamWaitEvent", topo.host_pid, topo.main_tid, cpu_t0 + 10_000, 3_000)
+    start = cpu_t0 + timing.host_ns(rng, 40_000)
+    runtime_call(b, "cudaStreamWaitEvent", topo.host_pid, topo.main_tid, cpu_t0 + timing.host_ns(rng, 10_000),
+                 timing.host_ns(rng, 3_000))
     ops, kernels = workload.intern(b, specs)
-    oh, ln = op_overheads_ns(rng, n, 40.0)
+    oh, ln = op_overheads_ns(rng, n, 40.0, timing)
     done = launch_phase(b, host_pid=topo.host_pid, cpu_tid=topo.main_tid, gpu_pid=topo.gpu,
                         stream=topo.compute_stream, op_names=ops, kernel_names=kernels, kernel_dur_ns=durs,
-                        cpu_t0=start, gpu_t0=gpu_ready + 5_000, op_overhead_ns=oh, launch_ns=ln, gpu_gap_ns=1_500,
-                        pending_kernel_start=pending_kernel_start)
-    cpu_span(b, "Optimizer.step#AdamW.step", topo.host_pid, topo.main_tid, cpu_t0, done.cpu_end + 8_000)
-    done.op_end[-1] += 8_000  # callers continue after the annotation closes
+                        cpu_t0=start, gpu_t0=gpu_ready + timing.host_ns(rng, 5_000), op_overhead_ns=oh, launch_ns=ln,
+                        pending_kernel_start=pending_kernel_start, **_phase_timing(rng, n, timing, 1_500))
+    tail = timing.host_ns(rng, 8_000)
+    cpu_span(b, "Optimizer.step#AdamW.step", topo.host_pid, topo.main_tid, cpu_t0, done.cpu_end + tail)
+    done.op_end[-1] += tail  # callers continue after the annotation closes
     return done
 
 
-def sync_on_loss(b: TraceBuilder, topo: Topology, *, cpu_t0: int, gpu_done: int) -> int:
+def sync_on_loss(b: TraceBuilder, topo: Topology, *, cpu_t0: int, gpu_done: int,
+                 rng: np.random.Generator | None = None, timing: HostTiming = hosttime.V1) -> int:
     """`loss.item()`: a 4-byte DtoH copy and a synchronize that blocks the CPU until the
     GPU drains; this is what ties the CPU's ProfilerStep to the GPU's step. Returns when
     the CPU resumes."""
+    h = (lambda ns: timing.host_ns(rng, ns)) if rng is not None else int
     pid, tid = topo.host_pid, topo.main_tid
-    copy_start = max(gpu_done + 2_000, cpu_t0 + 20_000)
-    end = copy_start + 2_500 + 8_000
+    copy_start = max(gpu_done + h(2_000), cpu_t0 + h(20_000))
+    end = copy_start + h(2_500) + h(8_000)
     cpu_span(b, "aten::item", pid, tid, cpu_t0, end + 4_000, cat="cpu_op")
     cpu_span(b, "aten::_local_scalar_dense", pid, tid, cpu_t0 + 2_000, end + 2_000, cat="cpu_op")
     memcpy(b, host_pid=pid, cpu_tid=tid, gpu_pid=topo.gpu, stream=topo.compute_stream, kind="DtoH", nbytes=4,
-           cpu_start_ns=cpu_t0 + 4_000, api_ns=9_000, gpu_start_ns=copy_start, gpu_dur_ns=1_600,
+           cpu_start_ns=cpu_t0 + 4_000, api_ns=h(9_000), gpu_start_ns=copy_start, gpu_dur_ns=1_600,
            op_name="aten::copy_")
-    runtime_call(b, "cudaStreamSynchronize", pid, tid, cpu_t0 + 18_000, end - (cpu_t0 + 18_000))
+    sync_at = cpu_t0 + h(18_000)
+    runtime_call(b, "cudaStreamSynchronize", pid, tid, sync_at, end - sync_at)
     return end + 4_000
 
 

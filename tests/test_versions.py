@@ -1,76 +1,81 @@
 """Contract 1 across versions: (scenario, version, seed) keeps building the instance its user
-saw after the scenario's current version moves on (issue 13 changes the generators, and
-stored attempts and rounds, the blind corpora and the calibration reads name version 1).
-
-The scenario here is ddp with a second version added the way a generator change adds one:
-`older=(1,)`, and the builder asking `building()` which version it makes."""
+saw after the scenario's current version moves on. ddp's version 2 changed its host timing
+(app/hosttime.py); stored attempts and rounds, the blind corpora and the calibration reads
+name version 1, which must still come out byte for byte as it did."""
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 
 import pytest
 
 import scenarios
 from app import instances, practice
-from app.rounds import live
 from app.db.base import store_for, upgrade_to_head
-from app.scenario import UnknownVersion, building
+from app.rounds import live
+from app.scenario import UnknownVersion
 from app.trace import kineto
 from tests.test_rounds import staff_in
 
 DDP = scenarios.get("ddp")
 
-
-def _build(params, rng, seed):
-    built = DDP.build(params, rng, seed)
-    if building() == 2:  # what a version's change looks like to its builder
-        built.key["brief"] += " (second version)"
-    return built
-
-
-@pytest.fixture
-def bumped(monkeypatch):
-    """ddp at version 2, still building version 1; a fresh instance cache either side."""
-    scn = dataclasses.replace(DDP, version=2, older=(1,), build=_build)
-    monkeypatch.setitem(scenarios.REGISTRY, "ddp", scn)
-    monkeypatch.setattr(instances, "_CACHE", None)
-    yield scn
-    instances._CACHE = None
+# ddp version 1 as it was built before version 2 existed (sha256 of the Kineto export of
+# rank 0, and of the key as sorted JSON): a change here is a change to what users saw.
+DDP_V1 = {"canonical": ("b5634424180620dd0ef222a577f814e43a2a3a5ad65aa8711b363605dadb9c30",
+                        "59d2407d56b1f68f82df39451eec62c4c37be17c2949921ad9cf21caca67a898"),
+          6: ("5ae7993c501283cbafc5d7b555656ec0339cf37076c547764f2266681b993a20", None)}
 
 
 def export(inst) -> str:
     return kineto.dumps(inst.trace(0), inst.trace_name(0))
 
 
-def test_an_older_version_is_built_exactly_as_it_was(bumped):
-    old = DDP.instance("canonical")
-    again = bumped.instance("canonical", version=1)
-    assert again.version == 1 and again.key == old.key and export(again) == export(old)
-    new = bumped.instance("canonical")
-    assert new.version == 2 and new.key["version"] == 2 and new.key["brief"].endswith("(second version)")
-    assert export(new) != export(old)  # its own random streams: new jitter, same physics
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
-def test_a_version_not_built_here_says_which_are(bumped):
+@pytest.mark.parametrize("seed", list(DDP_V1))
+def test_an_older_version_is_built_exactly_as_it_was(seed):
+    trace_digest, key_digest = DDP_V1[seed]
+    old = DDP.instance(seed, version=1)
+    assert old.version == 1 and old.key["version"] == 1
+    assert sha(export(old)) == trace_digest
+    if key_digest:
+        assert sha(json.dumps(old.key, sort_keys=True)) == key_digest
+    new = DDP.instance(seed)
+    assert new.version == DDP.version == 2 and new.key["version"] == 2
+    assert export(new) != export(old)  # its own random streams and host timing; the physics is the same
+
+
+def test_a_version_not_built_here_says_which_are():
     with pytest.raises(UnknownVersion, match=r"ddp version 3 is not built here .*versions 1, 2"):
-        bumped.instance("canonical", version=3)
+        DDP.instance("canonical", version=3)
     with pytest.raises(UnknownVersion, match="builds version 1"):
-        DDP.instance(5, version=2)
+        scenarios.get("prefill").instance(5, version=2)
 
 
-def test_a_stored_attempt_or_round_keeps_its_version_and_its_links_say_so(tmp_path, monkeypatch):
+@pytest.fixture
+def fresh_cache(monkeypatch):
+    monkeypatch.setattr(instances, "_CACHE", None)
+    yield
+    instances._CACHE = None
+
+
+def test_a_stored_attempt_or_round_keeps_its_version_and_its_links_say_so(tmp_path, monkeypatch, fresh_cache):
     url = f"sqlite:///{tmp_path / 'v.db'}"
     upgrade_to_head(url)
     store = store_for(url)
+    # made while version 1 was ddp's current one
+    monkeypatch.setitem(scenarios.REGISTRY, "ddp", dataclasses.replace(DDP, version=1, older=()))
     a = practice.create(store, "owner", "ddp", seed="canonical")
     assert a.version == 1
     seen = practice.instance_of(a).key
     iv = staff_in(store, "iv@x.org", "interviewer")
     r, _ = live.create(store, iv, scenario="ddp", seed="canonical", candidate_name="Ada")
-    scn = dataclasses.replace(DDP, version=2, older=(1,), build=_build)
-    monkeypatch.setitem(scenarios.REGISTRY, "ddp", scn)
-    monkeypatch.setattr(instances, "_CACHE", None)
+    monkeypatch.setitem(scenarios.REGISTRY, "ddp", DDP)  # version 2 lands
+    instances._CACHE = None
     try:
         inst = practice.instance_of(practice.get(store, "owner", a.public_id))
         assert inst.version == 1 and inst.key == seen
@@ -87,7 +92,7 @@ def test_a_stored_attempt_or_round_keeps_its_version_and_its_links_say_so(tmp_pa
         instances._CACHE = None
 
 
-def test_the_explorer_opens_a_named_version_and_refuses_others(bumped, tmp_path_factory):
+def test_the_explorer_opens_a_named_version_and_refuses_others(tmp_path_factory):
     from fastapi.testclient import TestClient
 
     from tests.conftest import sqlite_app

@@ -1,0 +1,77 @@
+"""How long the host's side of a step takes: the times between and inside the rows a
+CPU thread writes while it launches work (issue 13).
+
+Version 1 of every scenario drew these as constants or narrow uniforms: kernels on a busy
+stream exactly 1.2 µs apart, a launch's kernel ready exactly 3 µs after its call returns,
+cudaLaunchKernel uniform on 4-8 µs, consecutive ops touching with no time between them,
+zero_grad always 300 µs. One SQL query finds each (`python -m bench realism`). `V1` keeps
+them, draw for draw, so version 1 instances stay byte-identical (contract 1); `MEASURED`
+draws them as real traces show them. A scenario picks one by the version it builds
+(`app.scenario.building()`), and hands it to the shared helpers.
+
+MEASURED, from the real torch.profiler traces in ../shared/fixtures/kineto (HTA's: an
+NCCL-heavy training rank with ns timestamps, and two ranks with µs timestamps):
+- back-to-back kernels on a busy stream: p10 ~1.05, median ~1.2 µs, with a tail (a
+  lognormal, floored at the ~0.6 µs the GPU front end needs);
+- cudaLaunchKernel's own time: median 7-10 µs, p99 20-25 µs, max 44-76 µs;
+- a launch's kernel starting on an idle GPU: p10 1.1, median 1.6, p90 3.4 µs after the
+  call returns;
+- between consecutive ops of a thread: p10 8, median 16, p90 85 µs (Python and the
+  dispatcher; never zero);
+- host work of a nominal length (zero_grad, the DataLoader's next, the collective's
+  bookkeeping): that length, give or take ~10% step to step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def _lognormal_ns(rng: np.random.Generator, n: int, floor_us: float, median_us: float, sigma: float,
+                  cap_us: float) -> np.ndarray:
+    """A floor plus a lognormal: the shape of host and launch times. Clipping a plain
+    lognormal at a floor would pile a few percent of the draws on one value, a constant of
+    its own for the query to find; the cap is far enough out to be met almost never."""
+    x = floor_us + rng.lognormal(np.log(median_us - floor_us), sigma, n)
+    return (np.minimum(x, cap_us) * 1e3).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class HostTiming:
+    measured: bool
+
+    def kernel_gaps_ns(self, rng: np.random.Generator, n: int, v1_ns: int = 1_200) -> np.ndarray | int:
+        """Idle between consecutive kernels on one stream when the next is already queued."""
+        if not self.measured:
+            return v1_ns
+        return _lognormal_ns(rng, n, 0.6, 1.25, 0.7, 60.0)
+
+    def launch_calls_ns(self, rng: np.random.Generator, n: int, lo_us: float = 4.0, hi_us: float = 8.0) -> np.ndarray:
+        """cudaLaunchKernel's own time."""
+        if not self.measured:
+            return (rng.uniform(lo_us, hi_us, n) * 1e3).astype(np.int64)
+        return _lognormal_ns(rng, n, 3.0, 7.5, 0.55, 150.0)
+
+    def launch_latency_ns(self, rng: np.random.Generator, n: int) -> np.ndarray | int:
+        """From a launch call's return to its kernel being ready to run on an idle GPU."""
+        if not self.measured:
+            return 3_000
+        return _lognormal_ns(rng, n, 0.3, 1.6, 0.5, 20.0)
+
+    def between_ops_ns(self, rng: np.random.Generator, n: int) -> np.ndarray | None:
+        """Python and dispatcher time between one op's end and the next op's start."""
+        if not self.measured:
+            return None
+        return _lognormal_ns(rng, n, 2.0, 14.0, 1.0, 1_000.0)
+
+    def host_ns(self, rng: np.random.Generator, nominal_ns: int) -> int:
+        """A host task of a nominal length, as it varies from step to step."""
+        if not self.measured:
+            return int(nominal_ns)
+        return int(nominal_ns * float(np.clip(rng.lognormal(0.0, 0.1), 0.7, 1.6)))
+
+
+V1 = HostTiming(measured=False)
+MEASURED = HostTiming(measured=True)

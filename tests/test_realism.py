@@ -1,0 +1,54 @@
+"""What an expert's one SQL query finds in a generated trace (issue 13), asked the way
+`python -m bench realism` asks it: through the upload importer, in DuckDB. A scenario whose
+current version draws its host timing as real traces show it (app/hosttime.MEASURED) must
+not carry the constants version 1 did."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import scenarios
+from app import hosttime
+from app.trace import kineto
+from bench.realism import measure
+
+MEASURED_HOST = ["ddp"]  # scenarios whose current version takes hosttime.MEASURED
+
+
+@pytest.mark.parametrize("sid", MEASURED_HOST)
+def test_no_constant_a_query_would_find(sid):
+    inst = scenarios.get(sid).instance("canonical")
+    m = measure(kineto.dumps(inst.trace(0), inst.trace_name(0)).encode(), sid)
+    gaps, calls, steps = m["kernel_gaps"], m["launch_call_us"], m["step_gaps"]
+    assert gaps["n"] > 1000 and gaps["modal_share"] < 0.05  # real: 6-16% (µs-rounded clocks); v1: 99% at 1.2 µs
+    assert m["touching_ops"]["zero_share"] < 0.01  # real: 0; v1: 99.9% of consecutive ops touching
+    assert m["repeated_op_times"]["identical_share"] < 0.05  # real: 0-1%; v1: zero_grad 300 µs every step
+    assert steps["distinct_values"] == steps["n"]  # v1: 15 µs between every pair of steps
+    assert calls["n"] > 1000
+    assert "tracedojo" not in m["trace_name"] and sid not in m["trace_name"]
+
+
+def test_version_1_keeps_its_constants():
+    """Not a wish: version 1 is what stored attempts and the corpora saw, tells and all."""
+    inst = scenarios.get("ddp").instance("canonical", version=1)
+    m = measure(kineto.dumps(inst.trace(0), inst.trace_name(0)).encode(), "ddp")
+    assert m["kernel_gaps"]["modal_share"] > 0.9 and m["touching_ops"]["zero_share"] > 0.9
+
+
+def test_measured_host_times_have_the_shape_of_real_ones():
+    """The draws themselves (a trace's launch calls mix in calls waiting on a full queue):
+    cudaLaunchKernel with a long tail and no hard edge, latencies and gaps that vary and are
+    never zero, host rows around their nominal length."""
+    rng = np.random.default_rng(1)
+    calls = hosttime.MEASURED.launch_calls_ns(rng, 20_000) / 1e3
+    p50, p99 = np.percentile(calls, [50, 99])
+    assert 6 < p50 < 8.5 and 2 < p99 / p50 < 3.5 and calls.max() > 25  # real: p50 7-10, p99 20-25, max 44-76
+    v1 = hosttime.V1.launch_calls_ns(rng, 20_000) / 1e3
+    assert v1.max() < 8 and np.percentile(v1, 99) / np.percentile(v1, 50) < 1.4  # the hard edge it replaces
+    for draw in (hosttime.MEASURED.kernel_gaps_ns, hosttime.MEASURED.launch_latency_ns,
+                 hosttime.MEASURED.between_ops_ns):
+        x = draw(rng, 5_000)
+        assert x.min() > 0 and len(np.unique(x)) > 1_000
+    zg = [hosttime.MEASURED.host_ns(rng, 300_000) for _ in range(200)]
+    assert len(set(zg)) > 150 and 250_000 < np.median(zg) < 350_000
