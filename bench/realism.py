@@ -101,7 +101,7 @@ def measure(source: bytes | Path, name: str) -> dict:
 # share above them all; a flat op tree as a ratio below them all)
 JUDGED = {"kernel_gaps": ("modal_share", "n", "above"), "launch_delay": ("modal_share", "n", "above"),
           "repeated_op_times": ("identical_share", "names", "above"), "touching_ops": ("zero_share", "n", "above"),
-          "ops_per_launch": ("ratio", None, "below")}
+          "ops_per_launch": ("ratio", None, "below"), "launch_call_us": ("max", "n", "below")}
 MIN_EVENTS = 50  # fewer than this and a share says nothing
 
 
