@@ -48,11 +48,18 @@ class HostTiming:
             return v1_ns
         return _lognormal_ns(rng, n, 0.6, 1.25, 0.7, 60.0)
 
-    def launch_calls_ns(self, rng: np.random.Generator, n: int, lo_us: float = 4.0, hi_us: float = 8.0) -> np.ndarray:
-        """cudaLaunchKernel's own time."""
+    def launch_calls_ns(self, rng: np.random.Generator, n: int, lo_us: float = 4.0, hi_us: float = 8.0,
+                        mean_us: float | None = None) -> np.ndarray:
+        """cudaLaunchKernel's own time; `mean_us`: the measured shape scaled to that mean (a
+        scenario whose physics counts launch time per kernel keeps its total)."""
         if not self.measured:
             return (rng.uniform(lo_us, hi_us, n) * 1e3).astype(np.int64)
-        return _lognormal_ns(rng, n, 3.0, 7.5, 0.55, 150.0)
+        floor, median, sigma = 3.0, 7.5, 0.62
+        x = _lognormal_ns(rng, n, floor, median, sigma, 150.0)
+        if mean_us is None:
+            return x
+        shape_mean = floor + (median - floor) * np.exp(sigma ** 2 / 2)
+        return (x * (mean_us / shape_mean)).astype(np.int64)
 
     def launch_latency_ns(self, rng: np.random.Generator, n: int) -> np.ndarray | int:
         """From a launch call's return to its kernel being ready to run on an idle GPU."""

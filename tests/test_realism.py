@@ -13,7 +13,7 @@ from app import hosttime
 from app.trace import kineto
 from bench.realism import measure
 
-MEASURED_HOST = ["ddp"]  # scenarios whose current version takes hosttime.MEASURED
+MEASURED_HOST = ["ddp", "launch-bound"]  # scenarios whose current version takes hosttime.MEASURED
 
 
 @pytest.mark.parametrize("sid", MEASURED_HOST)

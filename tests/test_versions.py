@@ -28,6 +28,11 @@ DDP_V1 = {"canonical": ("b5634424180620dd0ef222a577f814e43a2a3a5ad65aa8711b36360
           6: ("5ae7993c501283cbafc5d7b555656ec0339cf37076c547764f2266681b993a20", None)}
 
 
+# launch-bound version 1 likewise (the trace's digest; its key is measured on that trace)
+LAUNCH_BOUND_V1 = {"canonical": "162acf2ab2ac196d8de7f668cb012707c64ae6e8e1c896a4fedeb4472af6ef0f",
+                   3: "4c0e9c8ae89a6a2c3eebc6bf4ea4b3a6156f4dedf6c7eba1b69e843b7d988fc1"}
+
+
 def export(inst) -> str:
     return kineto.dumps(inst.trace(0), inst.trace_name(0))
 
@@ -47,6 +52,13 @@ def test_an_older_version_is_built_exactly_as_it_was(seed):
     new = DDP.instance(seed)
     assert new.version == DDP.version == 2 and new.key["version"] == 2
     assert export(new) != export(old)  # its own random streams and host timing; the physics is the same
+
+
+@pytest.mark.parametrize("seed", list(LAUNCH_BOUND_V1))
+def test_launch_bound_version_1_is_built_exactly_as_it_was(seed):
+    scn = scenarios.get("launch-bound")
+    assert sha(export(scn.instance(seed, version=1))) == LAUNCH_BOUND_V1[seed]
+    assert scn.instance(seed).version == scn.version == 2
 
 
 def test_a_version_not_built_here_says_which_are():
