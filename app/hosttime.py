@@ -77,7 +77,7 @@ class HostTiming:
         """A host task of a nominal length, as it varies from step to step."""
         if not self.measured:
             return int(nominal_ns)
-        return int(nominal_ns * float(np.clip(rng.lognormal(0.0, 0.1), 0.7, 1.6)))
+        return int(nominal_ns * float(np.clip(rng.lognormal(0.0, 0.1), 0.75, 1.35)))
 
 
 V1 = HostTiming(measured=False)

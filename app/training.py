@@ -104,8 +104,10 @@ def allreduce(b: TraceBuilder, topo: Topology, *, cpu_t0: int, gpu_ready: int, d
             "Process Group Name": "0", "Process Group Description": "default_pg",
             "Process Group Ranks": str(list(range(world)))}
     pid, tid = topo.host_pid, topo.main_tid
-    # nested as torch writes them: c10d op > record_param_comms > nccl:all_reduce > the calls
-    t_rec, t_nccl, t_ev, t_wait, t_launch = (h(x) for x in (5_000, 20_000, 25_000, 30_000, 60_000))
+    # nested as torch writes them: c10d op > record_param_comms > nccl:all_reduce > the calls;
+    # each start a step after the one before, so varied lengths never cross
+    steps = [h(x) for x in (5_000, 15_000, 5_000, 5_000, 30_000)]
+    t_rec, t_nccl, t_ev, t_wait, t_launch = (int(x) for x in np.cumsum(steps))
     t_nccl_end = t_launch + h(40_000)
     t_rec_end = t_nccl_end + h(10_000)
     t_end = t_rec_end + h(10_000)
@@ -113,7 +115,7 @@ def allreduce(b: TraceBuilder, topo: Topology, *, cpu_t0: int, gpu_ready: int, d
     cpu_span(b, "record_param_comms", pid, tid, cpu_t0 + t_rec, cpu_t0 + t_rec_end, cat="cpu_op",
              extra={**coll, "Global rank start": 0, "Global rank stride": 1})
     cpu_span(b, "nccl:all_reduce", pid, tid, cpu_t0 + t_nccl, cpu_t0 + t_nccl_end)
-    runtime_call(b, "cudaEventRecord", pid, tid, cpu_t0 + t_ev, h(3_000))
+    runtime_call(b, "cudaEventRecord", pid, tid, cpu_t0 + t_ev, min(h(3_000), t_wait - t_ev - 500))
     runtime_call(b, "cudaStreamWaitEvent", pid, tid, cpu_t0 + t_wait, h(3_000))
     launch_at = cpu_t0 + t_launch
     launch_ns = h(9_000)
@@ -165,14 +167,15 @@ def sync_on_loss(b: TraceBuilder, topo: Topology, *, cpu_t0: int, gpu_done: int,
     the CPU resumes."""
     h = (lambda ns: timing.host_ns(rng, ns)) if rng is not None else int
     pid, tid = topo.host_pid, topo.main_tid
-    copy_start = max(gpu_done + h(2_000), cpu_t0 + h(20_000))
+    api_ns = h(9_000)
+    sync_at = cpu_t0 + 8_000 + api_ns + h(1_000)  # after the copy's op (4 µs in, the call, 4 µs out)
+    copy_start = max(gpu_done + h(2_000), sync_at + h(2_000))
     end = copy_start + h(2_500) + h(8_000)
     cpu_span(b, "aten::item", pid, tid, cpu_t0, end + 4_000, cat="cpu_op")
     cpu_span(b, "aten::_local_scalar_dense", pid, tid, cpu_t0 + 2_000, end + 2_000, cat="cpu_op")
     memcpy(b, host_pid=pid, cpu_tid=tid, gpu_pid=topo.gpu, stream=topo.compute_stream, kind="DtoH", nbytes=4,
-           cpu_start_ns=cpu_t0 + 4_000, api_ns=h(9_000), gpu_start_ns=copy_start, gpu_dur_ns=1_600,
+           cpu_start_ns=cpu_t0 + 4_000, api_ns=api_ns, gpu_start_ns=copy_start, gpu_dur_ns=1_600,
            op_name="aten::copy_")
-    sync_at = cpu_t0 + h(18_000)
     runtime_call(b, "cudaStreamSynchronize", pid, tid, sync_at, end - sync_at)
     return end + 4_000
 

@@ -96,10 +96,12 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
     for i in range(p.steps):
         s0 = t
         zg = t + h(20_000)
-        cpu_span(b, "Optimizer.zero_grad#AdamW.zero_grad", pid, topo.main_tid, zg, zg + h(300_000))
-        dl_end = t + h(int(p.host_prologue_ms * 0.6e6))
+        zg_end = zg + h(300_000)
+        cpu_span(b, "Optimizer.zero_grad#AdamW.zero_grad", pid, topo.main_tid, zg, zg_end)
+        dl_start = zg_end + h(80_000)
+        dl_end = max(t + h(int(p.host_prologue_ms * 0.6e6)), dl_start + 50_000)
         cpu_span(b, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", pid, topo.main_tid,
-                 t + 400_000, dl_end)
+                 dl_start, dl_end)
         h2d_bytes = p.tokens_per_gpu * 8 * 2  # int64 input ids and labels
         h2d_start = max(dl_end + 40_000, gpu_free)
         h2d_ns = int(h2d_bytes / 20e9 * 1e9) + 2_000  # pinned PCIe Gen5 ~20 GB/s effective for small copies
