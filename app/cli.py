@@ -57,6 +57,13 @@ def cmd_key(args) -> None:
     print(json.dumps(_instance(args).key, indent=2))
 
 
+def cmd_fidelity(args) -> None:
+    from app.analysis import fidelity
+
+    rep = fidelity.report(_instance(args), args.rank)
+    print(json.dumps(rep, indent=2) if args.json else fidelity.format_text(rep))
+
+
 def cmd_analyze(args) -> None:
     from app.analysis import hta, read, text
     from app.trace.importer import TraceImportError, load
@@ -274,6 +281,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kernel", metavar="REGEX", help="ncu: the kernel to profile (default: the top one)")
     p.add_argument("--json", action="store_true", help="the output and its chart data as JSON")
     p.set_defaults(func=cmd_tool)
+    p = sub.add_parser("fidelity", help="an instance's timing distributions beside real torch.profiler traces'")
+    _instance_args(p, rank=True)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_fidelity)
     p = sub.add_parser("analyze", help="the reference read of torch.profiler traces (one per rank)")
     p.add_argument("traces", nargs="+", help="Kineto JSON files (.json or .json.gz)")
     p.add_argument("--json", action="store_true", help="JSON instead of text")

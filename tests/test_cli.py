@@ -127,3 +127,11 @@ def test_sql_prints_rows_and_refuses_file_access(tmp_path):
     for query in ("SELECT * FROM read_csv('/etc/passwd')", "COPY slice TO '/tmp/x.csv'", "ATTACH 'x.db'"):
         bad = run("sql", str(path), query)
         assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and bad.stdout == ""
+
+
+def test_fidelity_prints_the_distributions_beside_the_real_traces():
+    r = run("fidelity", "ddp", "--canonical", "--version", "1")
+    assert r.returncode == 0, r.stderr
+    assert "kernel_gap_us" in r.stdout and "OUT: one value holds" in r.stdout and "hta_nccl_data_rank0" in r.stdout
+    j = run("fidelity", "launch-bound", "--seed", "2", "--json")
+    assert json.loads(j.stdout)["quantities"]["kernel_gap_us"]["pathology"]

@@ -10,6 +10,7 @@ import pytest
 
 import scenarios
 from app import hosttime
+from app.analysis import fidelity
 from app.trace import kineto
 from bench.realism import measure
 
@@ -52,3 +53,50 @@ def test_measured_host_times_have_the_shape_of_real_ones():
         assert x.min() > 0 and len(np.unique(x)) > 1_000
     zg = [hosttime.MEASURED.host_ns(rng, 300_000) for _ in range(200)]
     assert len(set(zg)) > 150 and 250_000 < np.median(zg) < 350_000
+
+
+# -- every scenario against the real traces (issue 13, item 2) -------------------------------
+
+# Distributions of a current version still outside the real traces' bounds, each with why and
+# what takes it away. The list only shrinks: a scenario's next version removes its entry.
+KNOWN_OUT = {
+    ("ddp", "kernel_gap_us"): "version 2's gaps (hosttime.MEASURED) lack the real 3-20 µs tail: p90 2.2 µs, "
+                              "real 7-16; MEASURED_2 has it",
+    ("launch-bound", "between_ops_us"): "version 2 moves a quarter of each op's Python between ops: p50 4.6 µs, "
+                                        "real 22-190",
+    ("launch-bound", "launch_delay_us"): "p90 24.8 µs just past the 20.9 bound: kernels queued behind a long "
+                                         "one on the idle-GPU filter's edge",
+}
+
+
+@pytest.mark.parametrize("sid", list(scenarios.REGISTRY))
+@pytest.mark.parametrize("seed", ["canonical", 1])
+def test_timing_lies_within_the_real_traces_bounds(sid, seed):
+    """No timing quantity with one value holding over 5% of its mass, and the p10/p50/p90 of
+    kernel gaps, launch delays, launch calls and the time between ops within the bounds
+    app/analysis/fidelity.py states against the real traces (the fidelity page's verdict)."""
+    inst = scenarios.get(sid).instance(seed)
+    rep = fidelity.report(inst)
+    out = {q: why for q, why in rep["tells"].items() if (sid, q) not in KNOWN_OUT}
+    assert not out, f"{sid} v{inst.version} seed {seed}: {out}"
+
+
+def test_the_reference_is_what_the_real_traces_give():
+    """fidelity_reference.json (the yardstick a server without the fixtures uses) holds the
+    figures the real traces give today."""
+    if not fidelity.FIXTURES.is_dir():
+        pytest.skip(f"the real traces are absent ({fidelity.FIXTURES})")
+    stored = fidelity.reference()
+    for f in sorted(fidelity.FIXTURES.glob("*.json*")):
+        assert stored["traces"][f.name.split(".")[0]] == fidelity.measure_trace(f, f.name)
+
+
+def test_a_constant_is_marked_and_a_measured_draw_is_not():
+    """The judge itself: version 1's constants are tells; MEASURED_2's gaps are not."""
+    v1 = fidelity.report(scenarios.get("ddp").instance("canonical", version=1))
+    assert "one value holds" in " ".join(v1["tells"]["kernel_gap_us"])
+    rng = np.random.default_rng(3)
+    gaps = hosttime.MEASURED_2.kernel_gaps_ns(rng, 5_000) / 1e3
+    s = fidelity._summary(gaps[gaps < 20])
+    lo_hi = fidelity.bounds("kernel_gap_us")
+    assert s["modal_share"] < 0.01 and all(lo <= s[p] <= hi for p, (lo, hi) in lo_hi.items())

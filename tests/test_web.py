@@ -274,3 +274,21 @@ def test_score_a_read_over_http(client):
     missing = client.post("/api/scenarios/prefill/canonical/score", json={})
     assert missing.status_code == 422 and missing.json()["error"] == "narration: Field required"
     assert client.post("/api/scenarios/nope/1/score", json={"narration": "x"}).status_code == 404
+
+
+def test_the_fidelity_page_and_its_json_twin(client):
+    """Issue 13 item 6: an instance's timing distributions beside the real traces', marked
+    where a figure lies outside the stated bounds; one rank at a time."""
+    page = client.get("/scenarios/ddp/canonical/fidelity")
+    assert page.status_code == 200
+    assert "How real is this trace?" in page.text and "<svg" in page.text and "hta_nccl_data_rank0" in page.text
+    twin = client.get("/scenarios/ddp/canonical/fidelity.json").json()
+    assert twin["scenario"] == "ddp" and twin["version"] == scenarios.get("ddp").version
+    assert set(twin["quantities"]) >= {"kernel_gap_us", "launch_delay_us", "launch_call_us", "between_ops_us",
+                                       "ops_per_launch", "input_dims_share"}
+    old = client.get("/scenarios/ddp/canonical/fidelity.json?version=1").json()
+    assert old["version"] == 1 and "one value holds" in " ".join(old["tells"]["kernel_gap_us"])
+    assert "marked" in client.get("/scenarios/ddp/canonical/fidelity?version=1").text
+    bad = client.get("/scenarios/straggler/canonical/fidelity.json?rank=all")
+    assert bad.status_code == 400 and "one rank" in bad.json()["error"]
+    assert 'fidelity beside real traces' in client.get("/scenarios/ddp/canonical").text

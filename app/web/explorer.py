@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field, FiniteFloat
 
 import scenarios
 from app import instances
+from app.analysis import fidelity
 from app.web import instances as served
 from app.web.templates import templates
 
@@ -80,6 +81,41 @@ def scenario_page_json(sid: str, seed: str, request: Request, rank: str | None =
 @router.get("/scenarios/{sid}/{seed}", include_in_schema=False)
 def scenario_page(sid: str, seed: str, request: Request, rank: str | None = None):
     return templates.TemplateResponse(request, "scenario.html", _page(sid, seed, request, rank))
+
+
+def _fidelity(sid: str, seed: str, request: Request, rank: str) -> dict:
+    inst = served.resolve(sid, seed, request)
+    r = served.parse_rank(rank, inst.ranks)
+    if r == "all":
+        raise HTTPException(400, f"the fidelity page measures one rank's trace: rank=0 to rank={inst.ranks - 1}")
+    return fidelity.report(inst, r)
+
+
+@router.get("/scenarios/{sid}/{seed}/fidelity.json")
+def fidelity_json(sid: str, seed: str, request: Request, rank: str = "0"):
+    """The fidelity page's JSON twin: the instance's timing distributions beside real traces'."""
+    return _fidelity(sid, seed, request, rank)
+
+
+@router.get("/scenarios/{sid}/{seed}/fidelity", include_in_schema=False)
+def fidelity_page(sid: str, seed: str, request: Request, rank: str = "0"):
+    rep = _fidelity(sid, seed, request, rank)
+    charts = {q: _chart(v, rep["hist_edges_us"]) for q, v in rep["quantities"].items() if "label" in v}
+    return templates.TemplateResponse(request, "fidelity.html", {**rep, "charts": charts,
+                                                                 "title": scenarios.get(sid).title})
+
+
+def _chart(q: dict, edges: list[float], w: int = 560, h: int = 140) -> dict:
+    """One quantity's histograms as SVG polylines on a log time axis: the share of values per
+    bin, the instance's and each real trace's, on one scale."""
+    series = [("this instance", q["instance"]), *q["real"].items()]
+    shares = [[c / max(s["n"], 1) for c in s.get("hist", [])] for _, s in series]
+    top = max((x for sh in shares for x in sh), default=0) or 1
+    nb = len(edges) - 1
+    pts = lambda sh: " ".join(f"{(i + .5) / nb * w:.1f},{h - x / top * (h - 8):.1f}" for i, x in enumerate(sh))  # noqa: E731
+    ticks = [(f"{e:g} µs", (i / nb) * w) for i, e in enumerate(edges) if i % 10 == 0]
+    return {"w": w, "h": h, "lines": [{"name": n, "points": pts(sh)} for (n, _), sh in zip(series, shares) if sh],
+            "ticks": ticks}
 
 
 @router.get("/api/scenarios/{sid}/{seed}/timeline.bin")
