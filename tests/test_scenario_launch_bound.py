@@ -33,9 +33,9 @@ def test_launch_bound_on_every_seed(seed):
     """Idle beats busy, and every kernel is shorter than the CPU cost of issuing it."""
     assert ob(seed, "gpu_idle_ms") > ob(seed, "gpu_busy_ms")
     assert ob(seed, "cpu_per_kernel_us") > 2 * ob(seed, "mean_kernel_us")
-    # the launching thread never rests: its ops cover most of it (version 1: all of it), and
-    # the time between them is Python, microseconds, never a wait
-    assert ob(seed, "main_thread_busy_pct") > 70
+    # the launching thread never rests: its ops cover about half of it (version 1: all of it,
+    # version 2: 80%), and the time between them is Python, microseconds, never a wait
+    assert 35 < ob(seed, "main_thread_busy_pct") < 65
     t = inst(seed).trace(0)
     ops = (t.kind == Kind.CPU) & (t.cat == t.cats.index("cpu_op")) & (t.pid == t.pid[t.kind == Kind.CPU][0])
     starts, ends = t.ts_ns[ops], t.ts_ns[ops] + t.dur_ns[ops]
@@ -46,6 +46,28 @@ def test_launch_bound_on_every_seed(seed):
 
 def test_version_1_covered_its_main_thread_with_ops():
     assert observation(SCN.instance("canonical", version=1).key, "main_thread_busy_pct") > 97
+    assert 75 < observation(SCN.instance("canonical", version=2).key, "main_thread_busy_pct") < 85
+
+
+def test_gains_stay_within_what_a_graphed_decode_reaches():
+    """Version 3 draws keep the GPU busy at least 22% of a token, so the fix gains at most ~6x
+    (version 2 drew up to 14.8x, seed 57 of these)."""
+    gains = [observation(SCN.instance(seed).key, "speedup") for seed in range(200)]
+    assert max(gains) < 6.5 and min(gains) > 2
+    assert max(observation(SCN.instance(seed, version=2).key, "speedup") for seed in range(40, 80)) > 10
+    for seed in range(200, 400):
+        assert launch_bound._busy_share(SCN.params_for(seed).model_dump()) >= launch_bound.DRAW_MIN_BUSY_SHARE
+
+
+def test_the_nvidia_smi_trap_reads_nvml_as_nvml_defines_it():
+    """utilization.gpu is the share of each sample period with a kernel running: about the busy
+    share here, not 100%; and it says nothing about occupancy."""
+    trap = next(t for t in inst("canonical").key["traps"] if t["id"] == "gpu_saturated")
+    busy_pct = 100 * ob("canonical", "gpu_busy_ms") / ob("canonical", "step_ms")
+    assert "100%" not in trap["claim"] and "share of each sample period" in trap["why_wrong"]
+    assert f"reads about {busy_pct:.0f}%" in trap["why_wrong"] and "occupancy" in trap["why_wrong"]
+    old = next(t for t in SCN.instance("canonical", version=2).key["traps"] if t["id"] == "gpu_saturated")
+    assert "~100%" in old["claim"]
 
 
 @pytest.mark.parametrize("seed", SEEDS)

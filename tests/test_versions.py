@@ -32,6 +32,11 @@ DDP_V1 = {"canonical": ("b5634424180620dd0ef222a577f814e43a2a3a5ad65aa8711b36360
 LAUNCH_BOUND_V1 = {"canonical": ("162acf2ab2ac196d8de7f668cb012707c64ae6e8e1c896a4fedeb4472af6ef0f",
                                  "aee485efe1a55fbb56b4985ea730d550b998a74c026bb9a97e30384c91f27910"),
                    3: ("4c0e9c8ae89a6a2c3eebc6bf4ea4b3a6156f4dedf6c7eba1b69e843b7d988fc1", None)}
+# and its version 2 (measured host timing), held likewise once version 3 moved on
+LAUNCH_BOUND_V2 = {"canonical": ("db04bd8a5baab79337b3811d5c3e17b2bc020674f017e98fc571708ea954b1b5",
+                                 "d291d578a27fc596c03f403b48b635719ccbd95a46814030256d7fce7155a8d7"),
+                   3: ("401625621a0689ea7ad175460edef31a9befdcd20ffeb5f9ed790f6b9b341e5e",
+                       "79415955a3a8a9170a59ee7da4fb8680be5e201c1617fcc508f2a011e63c8a13")}
 
 
 def export(inst) -> str:
@@ -63,7 +68,15 @@ def test_launch_bound_version_1_is_built_exactly_as_it_was(seed):
     assert sha(export(old)) == trace_digest
     if key_digest:
         assert sha(json.dumps(old.key, sort_keys=True)) == key_digest
-    assert scn.instance(seed).version == scn.version == 2
+    assert scn.instance(seed).version == scn.version == 3
+
+
+@pytest.mark.parametrize("seed", list(LAUNCH_BOUND_V2))
+def test_launch_bound_version_2_is_built_exactly_as_it_was(seed):
+    trace_digest, key_digest = LAUNCH_BOUND_V2[seed]
+    old = scenarios.get("launch-bound").instance(seed, version=2)
+    assert sha(export(old)) == trace_digest
+    assert sha(json.dumps(old.key, sort_keys=True)) == key_digest
 
 
 def test_a_version_not_built_here_says_which_are():
