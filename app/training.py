@@ -15,6 +15,7 @@ import numpy as np
 
 from app import hosttime, physics, workload
 from app.hosttime import HostTiming
+from app.trace import optree
 from app.trace.builder import Kind, KernelInfo, TraceBuilder
 from app.trace.emit import Launched, cpu_span, launch_phase, memcpy, runtime_call
 
@@ -70,22 +71,26 @@ def forward_backward(b: TraceBuilder, topo: Topology, rng: np.random.Generator, 
                      bwd: list[workload.KernelSpec], bwd_ns: np.ndarray,
                      cpu_t0: int, gpu_t0: int, op_mean_us: float = 25.0,
                      gpu_gap_ns: int = 1_200, module: str = "DistributedDataParallel.forward",
-                     timing: HostTiming = hosttime.V1) -> tuple[Launched, Launched]:
-    """Forward on the main thread, backward on the autograd thread, one stream."""
+                     timing: HostTiming = hosttime.V1, autograd: optree.Autograd | None = None,
+                     tree_widths: tuple[int, ...] = ()) -> tuple[Launched, Launched]:
+    """Forward on the main thread, backward on the autograd thread, one stream. With
+    `autograd`, each launch is emitted inside its op tree (app/trace/optree.py; `tree_widths`:
+    the activation widths the model has, for the shapes), numbered by it."""
+    trees = (lambda specs: [optree.tree_for(x, tree_widths) for x in specs]) if autograd else (lambda specs: None)  # noqa: E731
     ops, kernels = workload.intern(b, fwd)
     oh, ln = op_overheads_ns(rng, len(fwd), op_mean_us, timing)
     f = launch_phase(b, host_pid=topo.host_pid, cpu_tid=topo.main_tid, gpu_pid=topo.gpu,
                      stream=topo.compute_stream, op_names=ops, kernel_names=kernels, kernel_dur_ns=fwd_ns,
                      cpu_t0=cpu_t0, gpu_t0=gpu_t0, op_overhead_ns=oh, launch_ns=ln,
-                     **_phase_timing(rng, len(fwd), timing, gpu_gap_ns))
+                     tree=trees(fwd), autograd=autograd, **_phase_timing(rng, len(fwd), timing, gpu_gap_ns))
     cpu_span(b, module, topo.host_pid, topo.main_tid, cpu_t0 - 2_000, f.cpu_end + 3_000)
     ops, kernels = workload.intern(b, bwd)
     oh, ln = op_overheads_ns(rng, len(bwd), op_mean_us, timing)
     bw = launch_phase(b, host_pid=topo.host_pid, cpu_tid=topo.autograd_tid, gpu_pid=topo.gpu,
                       stream=topo.compute_stream, op_names=ops, kernel_names=kernels, kernel_dur_ns=bwd_ns,
                       cpu_t0=f.cpu_end + timing.host_ns(rng, 20_000), gpu_t0=f.gpu_end, op_overhead_ns=oh,
-                      launch_ns=ln, pending_kernel_start=f.kernel_start,
-                      **_phase_timing(rng, len(bwd), timing, gpu_gap_ns))
+                      launch_ns=ln, pending_kernel_start=f.kernel_start, tree=trees(bwd), autograd=autograd,
+                      backward=True, **_phase_timing(rng, len(bwd), timing, gpu_gap_ns))
     return f, bw
 
 

@@ -75,6 +75,11 @@ class Trace:
     processes: list[tuple]  # (pid, name, label, sort_index)
     threads: list[tuple]  # (pid, tid, name, sort_index)
     instants: list[dict] = field(default_factory=list)  # ready Kineto dicts, ts in ns
+    # Record function ids of the CPU events (0 elsewhere), in time order, where the builder
+    # numbers them (`TraceBuilder.number_ops`); the export writes "Record function id" and
+    # "Ev Idx" from it. None: version-1 style rows without them.
+    rf_id: np.ndarray | None = None
+    ev_idx_offset: int = 0
 
     def __len__(self) -> int:
         return len(self.ts_ns)
@@ -161,6 +166,7 @@ class TraceBuilder:
         self._instants: list[dict] = []
         self._next_corr = 1
         self._next_ext = 1
+        self._number_ops: int | None = None
 
     # -- ids -------------------------------------------------------------
     def name_id(self, name: str) -> int:
@@ -198,6 +204,20 @@ class TraceBuilder:
     def instant(self, event: dict) -> None:
         """An `i` event, ts in ns relative to base (rendered to µs on export)."""
         self._instants.append(event)
+
+    def flow(self, cat: str, flow_id: int, start: tuple[int, int, int], end: tuple[int, int, int]) -> None:
+        """A flow pair other than ac2g (which the export derives from correlation ids), e.g.
+        fwdbwd from a forward op to its backward node: (pid, tid, ts_ns) at each end."""
+        for ph, (pid, tid, ts) in (("s", start), ("f", end)):
+            ev = {"ph": ph, "id": int(flow_id), "pid": pid, "tid": tid, "ts": int(ts), "cat": cat, "name": cat}
+            if ph == "f":
+                ev["bp"] = "e"
+            self._instants.append(ev)
+
+    def number_ops(self, first_ev_idx: int) -> None:
+        """Number the CPU events as torch.profiler does ("Record function id" from 1 in time
+        order, "Ev Idx" from `first_ev_idx`, the events the profiler held before them)."""
+        self._number_ops = int(first_ev_idx)
 
     # -- events ----------------------------------------------------------
     def add(self, kind: Kind, cat: str, name, pid, tid, ts_ns, dur_ns, *, ext=0, corr=0,
@@ -247,6 +267,10 @@ class TraceBuilder:
         kind, cat, name, pid, tid, ts, dur, ext, corr, nbytes, extra = cols
         # Parents before children at equal start: longer first, as Kineto's viewers expect.
         order = np.lexsort((-dur, ts))
+        rf_id = None
+        if self._number_ops is not None:
+            cpu = kind[order] == int(Kind.CPU)
+            rf_id = np.where(cpu, np.cumsum(cpu), 0).astype(np.int64)
         return Trace(
             base_time_ns=self.base_time_ns, top=self.top,
             names=list(self._names), cats=list(self._cats),
@@ -254,5 +278,5 @@ class TraceBuilder:
             ts_ns=ts[order], dur_ns=dur[order], ext=ext[order], corr=corr[order],
             nbytes=nbytes[order], extra=extra[order], extras=self._extras,
             kernel_info=self._kernel_info, processes=self._processes, threads=self._threads,
-            instants=self._instants,
+            instants=self._instants, rf_id=rf_id, ev_idx_offset=self._number_ops or 0,
         )

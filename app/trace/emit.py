@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.trace import optree
 from app.trace.builder import Kind, TraceBuilder
 from app.trace.schedule import LAUNCH_QUEUE_DEPTH, launch_and_run
 
@@ -41,7 +42,8 @@ def launch_phase(b: TraceBuilder, *, host_pid: int, cpu_tid: int, gpu_pid: int, 
                  op_cat: str = "cpu_op", queue_depth: int = LAUNCH_QUEUE_DEPTH,
                  kernel_extra=None, launch_api: str = "cudaLaunchKernel",
                  free_after_ns: np.ndarray | None = None, emit_op: np.ndarray | None = None,
-                 pending_kernel_start: np.ndarray | None = None) -> Launched:
+                 pending_kernel_start: np.ndarray | None = None, tree: list | None = None,
+                 autograd=None, backward: bool = False) -> Launched:
     """Emit one op + launch + kernel per entry; returns the timing.
 
     op_names / kernel_names: name ids (TraceBuilder.name_id). op_overhead_ns: the
@@ -53,6 +55,8 @@ def launch_phase(b: TraceBuilder, *, host_pid: int, cpu_tid: int, gpu_pid: int, 
     later launches sit inside its first).
     pending_kernel_start: start times of kernels launched before this phase on the same
     device; until they start they hold slots in the launch queue.
+    tree: per launch, the op tree around it (app/trace/optree.py) to emit instead of one flat
+    op, within the same CPU time; `autograd` numbers its nodes, `backward` says which pass.
     """
     n = len(kernel_names)
     if n == 0:
@@ -71,7 +75,15 @@ def launch_phase(b: TraceBuilder, *, host_pid: int, cpu_tid: int, gpu_pid: int, 
     corr = b.correlation_ids(n)
     ext = b.external_ids(n)
     m = slice(None) if emit_op is None else emit_op
-    b.add(Kind.CPU, op_cat, np.asarray(op_names)[m], host_pid, cpu_tid, op_start[m], op_dur[m], ext=ext[m])
+    if tree is None:
+        b.add(Kind.CPU, op_cat, np.asarray(op_names)[m], host_pid, cpu_tid, op_start[m], op_dur[m], ext=ext[m])
+    else:
+        if emit_op is not None:
+            raise ValueError("an op tree replaces each launch's op: emit_op does not apply")
+        free_last = int(np.asarray(free_after_ns)[-1]) if free_after_ns is not None else 0
+        next_start = np.append(op_start[1:], op_start[-1] + op_dur[-1] + free_last)
+        optree.emit(b, tree, pid=host_pid, tid=cpu_tid, op_start=op_start, launch_start=launch_start,
+                    op_end=op_start + op_dur, next_start=next_start, ext=ext, autograd=autograd, backward=backward)
     b.add(Kind.RUNTIME, "cuda_runtime", launch_api, host_pid, cpu_tid, launch_start, launch_dur,
           ext=ext, corr=corr)
     b.add(Kind.KERNEL, "kernel", kernel_names, gpu_pid, stream, k_start, kernel_dur_ns, ext=ext, corr=corr,

@@ -92,6 +92,9 @@ def _event_lines(trace: Trace) -> list[str]:
         ext = trace.ext[idx].tolist()
         corr = trace.corr[idx].tolist()
         extra = _extra_json(trace, trace.extra[idx])
+        if kind == Kind.CPU and trace.rf_id is not None:  # numbered as the profiler numbers them
+            off = trace.ev_idx_offset - 1
+            extra = [f',"Record function id":{r},"Ev Idx":{r + off}{x}' for r, x in zip(trace.rf_id[idx].tolist(), extra)]
         cols = zip(cn, pid, tid, tw, tf, dw, df, ext, corr, nm, extra)
         if kind in (Kind.CPU, Kind.GPU_ANNOTATION):
             out = [f'{{"ph":"X","cat":{c},"pid":{p},"tid":{t},"ts":{a}.{af:03d},"dur":{d}.{dfr:03d},'
@@ -122,7 +125,8 @@ ROW_FIELDS = ("kind", "cat", "name", "pid", "tid", "ts_ns", "dur_ns", "ext", "co
 
 def event(trace: Trace, i: int) -> dict:
     """Row i exactly as the export writes it (its args included), for a slice's details."""
-    one = dataclasses.replace(trace, **{f: getattr(trace, f)[i:i + 1] for f in ROW_FIELDS})
+    one = dataclasses.replace(trace, **{f: getattr(trace, f)[i:i + 1] for f in ROW_FIELDS},
+                              rf_id=None if trace.rf_id is None else trace.rf_id[i:i + 1])
     return json.loads(_event_lines(one)[0])
 
 

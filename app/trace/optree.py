@@ -1,0 +1,279 @@
+"""The op tree torch.profiler records around each launching op (issue 13).
+
+A flat trace, one cpu_op per kernel launch, is a tell: a real eager trace has two to five ops
+per launch (HTA's traces: 2.0-5.3), because each aten op the model calls dispatches through
+others, and views that launch nothing sit beside them: `aten::linear` holds `aten::t` (a
+view: `aten::transpose` > `aten::as_strided`) and `aten::matmul` > `aten::mm`, which calls
+cudaLaunchKernel; backward runs `autograd::engine::evaluate_function: MmBackward0` >
+`MmBackward0` > its views and two `aten::mm`. With record_shapes every op carries "Input
+Dims", "Input type" and "Concrete Inputs"; ops that make an autograd node carry a "Sequence
+number" and "Fwd thread id", which their backward node repeats, and a `fwdbwd` flow joins the
+two (the HTA trace in ../shared/fixtures/kineto shows each of these).
+
+`tree_for(spec)` gives the tree of one launching op from its KernelSpec (its op name, and the
+shapes: a GEMM's (M, N, K), an elementwise op's element count over the widths it may have);
+`emit` lays the trees of a launch phase out inside the CPU time each op already has (the
+op's framework time before its launch is shared among the ops above and beside the one that
+launches, and the ops above close in the Python time after it), so the physics, each op's
+CPU cost, is unchanged. `Autograd` carries the sequence numbers from a step's forward to its
+backward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from app.trace.builder import Kind, TraceBuilder
+
+EV = "autograd::engine::evaluate_function: "
+BF16, F32 = "c10::BFloat16", "float"
+
+
+@dataclass
+class Op:
+    name: str
+    dims: list | None = None  # Input Dims (record_shapes)
+    types: list | None = None
+    children: list["Op"] = field(default_factory=list)
+    launches: bool = False  # calls cudaLaunchKernel (one per tree)
+    autograd: bool = False  # makes an autograd node (forward) or is one (backward): a Sequence number
+
+    def args(self) -> dict:
+        if self.dims is None:
+            return {}
+        types = self.types or [BF16 if d else "Scalar" for d in self.dims]
+        return {"Input Dims": self.dims, "Input type": types,
+                "Concrete Inputs": ["" if d or t != "Scalar" else "1" for d, t in zip(self.dims, types)]}
+
+
+def _views(w: list[int], forward: bool = True) -> Op:
+    """`.t()` of a weight: a view, no kernel (in forward it makes a node: TBackward0)."""
+    n, k = w
+    return Op("aten::t", [w], [BF16], autograd=forward, children=[
+        Op("aten::transpose", [w, [], []], [BF16, "Scalar", "Scalar"], children=[
+            Op("aten::as_strided", [[k, n], [], [], []], [BF16, "ScalarList", "ScalarList", ""])])])
+
+
+def _rows(elems: int, widths: tuple[int, ...]) -> list[int]:
+    """An activation's shape from its element count: [1, rows, width] for the first width
+    that divides it (the model's hidden, FFN and vocabulary sizes), else flat."""
+    for w in widths:
+        if w and elems % w == 0 and elems // w > 0:
+            return [1, elems // w, w]
+    return [elems]
+
+
+# Backward nodes: the aten op that launches inside each (and a view beside it where it has one).
+_BACKWARD_ATEN = {
+    "MulBackward0": "aten::mul", "AddBackward0": "aten::add", "SiluBackward0": "aten::silu_backward",
+    "RsqrtBackward0": "aten::mul", "MeanBackward1": "aten::div", "PowBackward0": "aten::mul",
+    "ToCopyBackward0": "aten::_to_copy", "NativeLayerNormBackward0": "aten::native_layer_norm_backward",
+    "LogSoftmaxBackward0": "aten::_log_softmax_backward_data", "EmbeddingBackward0": "aten::embedding_dense_backward",
+    "FlashAttnFuncBackward": "flash_attn::_flash_attn_backward", "CatBackward0": "aten::neg",
+    "GeluBackward0": "aten::gelu_backward", "NegBackward0": "aten::neg",
+}
+_GEMM_BACKWARD = ("MmBackward0", "AddmmBackward0")
+
+
+def tree_for(spec, widths: tuple[int, ...] = ()) -> Op:
+    """The tree of ops around one launching op (a KernelSpec from app/workload.py)."""
+    op = spec.op
+    ty = F32 if spec.kernel.endswith("<float>") or "float>" in spec.kernel.split("(")[0][-12:] else BF16
+    if op.startswith(EV):
+        node = op[len(EV):]
+        if node in _GEMM_BACKWARD and spec.shape:
+            m, n, k = spec.shape
+            mm = Op("aten::mm", [[m, k], [k, n]], [BF16, BF16], launches=True)
+            return Op(op, autograd=True, children=[Op(node, [[m, n]], [BF16], autograd=True, children=[
+                _views([n, k], forward=False), mm])])
+        aten = _BACKWARD_ATEN.get(node)
+        if aten is None:
+            return Op(op, None, launches=True)
+        d = _rows(int(spec.flops) or 1, widths)
+        inner = Op(aten, [d, d], [ty, ty], launches=True)
+        if node == "ToCopyBackward0":
+            inner = Op("aten::to", [d, [], [], [], []], [ty, "Scalar", "Scalar", "Scalar", "Scalar"], children=[
+                Op("aten::_to_copy", [d, [], [], [], [], []], [ty, "Scalar", "", "", "", "Scalar"], children=[
+                    Op("aten::empty_strided", [[], [], [], [], [], []], ["ScalarList"] * 2 + [""] * 4),
+                    Op("aten::copy_", [d, d, []], [BF16, ty, "Scalar"], launches=True)])])
+        return Op(op, autograd=True, children=[Op(node, [d], [ty], autograd=True, children=[inner])])
+    if op in ("aten::mm", "aten::addmm") and spec.shape:
+        m, n, k = spec.shape
+        x, w = [1, m, k], [n, k]
+        if op == "aten::addmm":
+            return Op("aten::linear", [x, w, [n]], [BF16] * 3, autograd=True, children=[
+                _views(w), Op("aten::addmm", [[n], [m, k], [k, n], [], []], [BF16, BF16, BF16, "Scalar", "Scalar"],
+                              launches=True, autograd=True)])
+        return Op("aten::linear", [x, w, []], [BF16, BF16, ""], autograd=True, children=[
+            _views(w),
+            Op("aten::matmul", [x, [k, n]], [BF16, BF16], autograd=True, children=[
+                Op("aten::view", [x, []], [BF16, "ScalarList"]),
+                Op("aten::mm", [[m, k], [k, n]], [BF16, BF16], launches=True),
+                Op("aten::_unsafe_view", [[m, n], []], [BF16, "ScalarList"])])])
+    d = _rows(int(spec.flops) or 1, widths)
+    if op == "aten::embedding":
+        ids = [1, d[1] if len(d) == 3 else d[0]]
+        return Op("aten::embedding", [[widths[-1] if widths else 1, d[-1]], ids, [], [], []],
+                  [BF16, "long int", "Scalar", "Scalar", "Scalar"], autograd=True, children=[
+                      Op("aten::reshape", [ids, []], ["long int", "ScalarList"], children=[
+                          Op("aten::view", [ids, []], ["long int", "ScalarList"])]),
+                      Op("aten::index_select", [[widths[-1] if widths else 1, d[-1]], [], [ids[1]]],
+                         [BF16, "Scalar", "long int"], launches=True),
+                      Op("aten::view", [[ids[1], d[-1]], []], [BF16, "ScalarList"])])
+    if op == "aten::native_layer_norm":
+        return Op("aten::layer_norm", [d, [], [d[-1]], [d[-1]], [], []], [ty, "ScalarList", ty, ty, "Scalar", "Scalar"],
+                  autograd=True, children=[Op(op, [d, [], [d[-1]], [d[-1]], []], [ty, "ScalarList", ty, ty, "Scalar"],
+                                              launches=True)])
+    if op == "aten::_log_softmax":
+        return Op("aten::log_softmax", [d, [], []], [F32, "Scalar", ""], autograd=True, children=[
+            Op(op, [d, [], []], [F32, "Scalar", "Scalar"], launches=True)])
+    if op == "FlashAttnFunc":
+        return Op("FlashAttnFunc", autograd=True, children=[
+            Op("flash_attn::_flash_attn_forward", [d, d, d], [BF16] * 3, launches=True)])
+    if op.startswith("aten::"):
+        return Op(op, [d, d], [ty, ty], launches=True, autograd=True)
+    return Op(op, None, launches=True)
+
+
+# The forward op whose backward node each is (the root of its forward tree).
+_FORWARD_OF = {"MmBackward0": "aten::linear", "AddmmBackward0": "aten::linear", "MulBackward0": "aten::mul",
+               "AddBackward0": "aten::add", "SiluBackward0": "aten::silu", "RsqrtBackward0": "aten::rsqrt",
+               "MeanBackward1": "aten::mean", "PowBackward0": "aten::pow", "NegBackward0": "aten::neg",
+               "CatBackward0": "aten::cat", "GeluBackward0": "aten::gelu", "EmbeddingBackward0": "aten::embedding",
+               "LogSoftmaxBackward0": "aten::log_softmax", "NativeLayerNormBackward0": "aten::layer_norm",
+               "FlashAttnFuncBackward": "FlashAttnFunc"}
+
+
+class Autograd:
+    """A step's sequence numbers: each forward tree that makes an autograd node takes the
+    next; a backward node takes back the latest forward op of its kind not yet taken
+    (backward runs the graph in reverse), and a fwdbwd flow joins the pair. A node whose
+    forward op the trace does not show (a dtype cast inside a fused op) takes a number of
+    its own, with no flow."""
+
+    def __init__(self, b: TraceBuilder, first: int):
+        self.b = b
+        self.next = int(first)
+        self.made: list[tuple[int, str, int, int, int]] = []  # (seq, root name, pid, tid, ts) of forward trees
+
+    def forward(self, name: str, pid: int, tid: int, ts: int) -> int:
+        seq = self.next
+        self.next += 1
+        self.made.append((seq, name, pid, tid, ts))
+        return seq
+
+    def backward(self, node: str, pid: int, tid: int, ts: int) -> int:
+        want = _FORWARD_OF.get(node)
+        for j in range(len(self.made) - 1, -1, -1):
+            if self.made[j][1] == want:
+                seq, _, fpid, ftid, fts = self.made.pop(j)
+                self.b.flow("fwdbwd", seq, (fpid, ftid, fts), (pid, tid, ts))
+                return seq
+        seq = self.next
+        self.next += 1
+        return seq
+
+
+def emit(b: TraceBuilder, trees: list[Op], *, pid: int, tid: int, op_start: np.ndarray, launch_start: np.ndarray,
+         op_end: np.ndarray, next_start: np.ndarray, ext: np.ndarray, autograd: Autograd | None = None,
+         backward: bool = False) -> None:
+    """Lay out and add each launching op's tree: the op that launches keeps the phase's
+    External id and ends where the flat op ended; the others get their own. A backward GEMM's
+    two launches (data and weight gradients) share one evaluate_function and node."""
+    rows: list[list] = []  # [op, start, end, launch ext or -1, seq or None]
+    pair_head = None  # rows index of the open pair's evaluate_function
+    for i, tree in enumerate(trees):
+        s, l0, e = int(op_start[i]), int(launch_start[i]), int(op_end[i])
+        slack = max(0, int(next_start[i]) - e)
+        gemm_bwd = backward and tree.name[len(EV):] in _GEMM_BACKWARD
+        if gemm_bwd and pair_head is not None and rows[pair_head][0].name == tree.name:
+            body = _layout(Op("", children=tree.children[0].children), s, l0, e, slack)[1:]
+            rows.extend([op, a, z, int(ext[i]) if op.launches else -1, None] for op, a, z, _ in body)
+            close = max(r[2] for r in rows[pair_head:])
+            rows[pair_head + 1][2] = close + max(1, min(400, slack // 6))
+            rows[pair_head][2] = close + 2 * max(1, min(400, slack // 6))
+            pair_head = None
+            continue
+        seq = None
+        if autograd is not None and any(op.autograd for op in _walk(tree)):
+            seq = (autograd.backward(tree.name[len(EV):], pid, tid, s) if backward
+                   else autograd.forward(tree.name, pid, tid, s))
+        pair_head = len(rows) if gemm_bwd else None
+        rows.extend([op, a, z, int(ext[i]) if op.launches else -1, seq if op.autograd else None]
+                    for op, a, z, _ in _layout(tree, s, l0, e, slack))
+    fresh = iter(b.external_ids(sum(1 for r in rows if r[3] < 0)).tolist())
+    extras = []
+    for op, _, _, _, seq in rows:
+        args = op.args()
+        if seq is not None:
+            args = {**args, "Sequence number": seq, "Fwd thread id": 1 if backward else 0}
+        extras.append(args or None)
+    b.add(Kind.CPU, "cpu_op", [r[0].name for r in rows], pid, tid, [r[1] for r in rows],
+          [max(r[2] - r[1], 1) for r in rows], ext=[r[3] if r[3] >= 0 else next(fresh) for r in rows], extra=extras)
+
+
+def _walk(op: Op):
+    yield op
+    for c in op.children:
+        yield from _walk(c)
+
+
+def _layout(tree: Op, s: int, l0: int, e: int, slack: int) -> list[tuple[Op, int, int, int]]:
+    """(op, start, end, depth) for each op of the tree: the path to the launching op starts in
+    turn across the first 55% of the time before the launch, the ops beside it that come
+    first (views) share that time, the launching op runs to `e` as the flat op did, what
+    comes after it (a view of the result) and each ancestor's close take the Python time
+    after, at most a third of it."""
+    path = _path(tree)
+    before_ns = max(0, int((l0 - s) * 0.55))
+    units = sum(1 + sum(_size(c) for c in node.children[:node.children.index(nxt)])
+                for node, nxt in zip(path, path[1:])) or 1
+    unit = before_ns / units
+    after = [c for node, nxt in zip(path, path[1:]) for c in node.children[node.children.index(nxt) + 1:]]
+    after_ns = min(slack // 3, 2_000 * (len(after) + len(path)))
+    a_unit = after_ns / (sum(_size(c) for c in after) + len(path)) if after_ns else 0
+    out: list = []
+    t = float(s)
+    for depth, (node, nxt) in enumerate(zip(path, path[1:])):
+        out.append([node, int(t), None, depth])
+        t += unit
+        for c in node.children[:node.children.index(nxt)]:  # siblings a little apart, never touching
+            out.extend(_nest(c, int(t + unit * 0.1), int(t + unit * (_size(c) - 0.1)), depth + 1))
+            t += unit * _size(c)
+    out.append([path[-1], int(t), e, len(path) - 1])
+    t = float(e)
+    for depth in range(len(path) - 2, -1, -1):  # close each ancestor, after the ops that follow its child
+        node, nxt = path[depth], path[depth + 1]
+        for c in node.children[node.children.index(nxt) + 1:]:
+            out.extend(_nest(c, int(t + a_unit * 0.2), int(t + a_unit * _size(c)), depth + 1))
+            t += a_unit * _size(c)
+        t += max(a_unit, 1)
+        next(r for r in out if r[0] is node)[2] = int(t)
+    return [tuple(r) for r in out]
+
+
+def _path(tree: Op) -> list[Op]:
+    if tree.launches:
+        return [tree]
+    for c in tree.children:
+        p = _path(c)
+        if p:
+            return [tree, *p]
+    return []
+
+
+def _size(op: Op) -> int:
+    return 1 + sum(_size(c) for c in op.children)
+
+
+def _nest(op: Op, a: int, z: int, depth: int) -> list:
+    """An op with no launch (a view) over [a, z], its children nested inside it in turn."""
+    out = [[op, a, max(z, a + 1), depth]]
+    if op.children:
+        pad = max(1, (z - a) // 10)
+        span = (z - a - 2 * pad) / max(1, len(op.children))
+        for j, c in enumerate(op.children):
+            out.extend(_nest(c, int(a + pad + j * span), int(a + pad + (j + 0.9) * span), depth + 1))
+    return out

@@ -1,0 +1,100 @@
+"""The op tree around each launch (app/trace/optree.py): what a real eager trace shows above
+and beside the op that launches, within the CPU time the flat op had."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import numpy as np
+
+from app import hosttime, physics, training, workload
+from app.trace import kineto, optree
+from app.trace.builder import TraceBuilder
+
+
+def _step(tree: bool):
+    """One forward and backward of a small Llama-style model, with or without the tree."""
+    rng = np.random.default_rng(5)
+    b = TraceBuilder(1_700_000_000_000_000_000, {"deviceProperties": [{"numSms": 132}]})
+    if tree:
+        b.number_ops(first_ev_idx=4_000)
+    topo = training.Topology(100, 100, 137, 0)
+    topo.name_rows(b)
+    shape, fwd, bwd = training.llm_step_specs("sm90", 1e9, 1024)
+    gpu = physics.GPUS["H100"]
+    f_ns = workload.scaled_durations_ns(workload.roofline_weights_us(fwd, gpu), 20.0, rng)
+    b_ns = workload.scaled_durations_ns(workload.roofline_weights_us(bwd, gpu), 40.0, rng)
+    widths = (shape["hidden"], shape["ffn"], 2 * shape["ffn"], training.LLAMA3_VOCAB)
+    training.forward_backward(b, topo, rng, fwd=fwd, fwd_ns=f_ns, bwd=bwd, bwd_ns=b_ns, cpu_t0=1_000_000,
+                              gpu_t0=1_200_000, timing=hosttime.MEASURED_2,
+                              autograd=optree.Autograd(b, 900) if tree else None, tree_widths=widths)
+    trace = b.build()
+    return trace, json.loads(kineto.dumps(trace, "t.json"))
+
+
+def test_ops_nest_as_a_tree_with_several_ops_per_launch():
+    trace, doc = _step(tree=True)
+    flat_trace, flat = _step(tree=False)
+    ev = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    ops = [e for e in ev if e["cat"] == "cpu_op"]
+    launches = [e for e in ev if e["name"] == "cudaLaunchKernel"]
+    assert 2.0 < len(ops) / len(launches) < 5.5  # real traces: 2.0-5.3; flat: 1.0
+    flat_ops = [e for e in flat["traceEvents"] if e.get("cat") == "cpu_op"]
+    assert len(flat_ops) == len(launches)
+    # the launches, the kernels and their timing are the flat trace's: the tree only adds ops
+    k = lambda d: [(e["ts"], e["dur"]) for e in d["traceEvents"] if e.get("cat") == "kernel"]  # noqa: E731
+    assert k(doc) == k(flat)
+    # every op on a thread either holds the next one or ends before it starts
+    rows = defaultdict(list)
+    for e in ev:
+        if e["cat"] in ("cpu_op", "cuda_runtime", "user_annotation"):
+            rows[e["tid"]].append((round(float(e["ts"]) * 1000), round((float(e["ts"]) + float(e["dur"])) * 1000)))
+    for spans in rows.values():
+        stack = []
+        for a, z in sorted(spans, key=lambda s: (s[0], -s[1])):
+            while stack and stack[-1] <= a:
+                stack.pop()
+            assert not stack or z <= stack[-1]
+            stack.append(z)
+    # the launch sits in the innermost op, which shares its External id
+    by_ext = {e["args"]["External id"]: e for e in ops}
+    for e in launches:
+        assert by_ext[e["args"]["External id"]]["name"] in {
+            "aten::mm", "aten::addmm", "aten::index_select", "flash_attn::_flash_attn_forward", "aten::copy_",
+            "flash_attn::_flash_attn_backward", "aten::_log_softmax", "aten::native_layer_norm"} \
+            or by_ext[e["args"]["External id"]]["name"].startswith(("aten::", "flash_attn::"))
+
+
+def test_record_shapes_and_the_numbers_torch_profiler_writes():
+    _, doc = _step(tree=True)
+    ops = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op"]
+    with_dims = [e for e in ops if "Input Dims" in e["args"]]
+    assert len(with_dims) / len(ops) > 0.75  # real (record_shapes on): 86%
+    linear = next(e for e in ops if e["name"] == "aten::linear")
+    assert linear["args"]["Input Dims"][0][0] == 1 and len(linear["args"]["Input type"]) == 3
+    rf = [e["args"]["Record function id"] for e in doc["traceEvents"] if e.get("ph") == "X"
+          and e.get("cat") in ("cpu_op", "user_annotation")]
+    assert rf == sorted(rf) and len(set(rf)) == len(rf)
+    assert all(e["args"]["Ev Idx"] >= 4_000 for e in ops)
+
+
+def test_backward_nodes_take_their_forward_sequence_numbers_with_a_flow():
+    _, doc = _step(tree=True)
+    ops = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op"]
+    fwd_seq = {e["args"]["Sequence number"] for e in ops if e["args"].get("Fwd thread id") == 0}
+    evals = [e for e in ops if e["name"].startswith(optree.EV)]
+    paired = [e for e in evals if e["args"]["Sequence number"] in fwd_seq]
+    assert len(paired) > 0.8 * len(evals)  # the rest: casts the forward fuses, numbered apart
+    gemms = [e["args"]["Sequence number"] for e in evals if e["name"].endswith("MmBackward0")]
+    assert gemms == sorted(gemms, reverse=True)  # backward runs the layers last first
+    flows = [e for e in doc["traceEvents"] if e.get("cat") == "fwdbwd"]
+    assert len(flows) == 2 * len(paired)
+    starts = {e["id"]: e for e in flows if e["ph"] == "s"}
+    for f in (e for e in flows if e["ph"] == "f"):
+        assert float(starts[f["id"]]["ts"]) < float(f["ts"])
+    # a backward GEMM's two mm launches sit in one evaluate_function
+    mm_node = next(e for e in evals if e["name"].endswith("MmBackward0"))
+    a, z = float(mm_node["ts"]), float(mm_node["ts"]) + float(mm_node["dur"])
+    inside = [e for e in ops if e["name"] == "aten::mm" and e["tid"] == mm_node["tid"] and a <= float(e["ts"]) < z]
+    assert len(inside) == 2
