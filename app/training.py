@@ -72,17 +72,20 @@ def forward_backward(b: TraceBuilder, topo: Topology, rng: np.random.Generator, 
                      cpu_t0: int, gpu_t0: int, op_mean_us: float = 25.0,
                      gpu_gap_ns: int = 1_200, module: str = "DistributedDataParallel.forward",
                      timing: HostTiming = hosttime.V1, autograd: optree.Autograd | None = None,
-                     tree_widths: tuple[int, ...] = ()) -> tuple[Launched, Launched]:
+                     tree_widths: tuple[int, ...] = (), launch_configs: bool = False) -> tuple[Launched, Launched]:
     """Forward on the main thread, backward on the autograd thread, one stream. With
     `autograd`, each launch is emitted inside its op tree (app/trace/optree.py; `tree_widths`:
-    the activation widths the model has, for the shapes), numbered by it."""
+    the activation widths the model has, for the shapes), numbered by it; with
+    `launch_configs`, each kernel with the grid its own shape needs."""
     trees = (lambda specs: [optree.tree_for(x, tree_widths) for x in specs]) if autograd else (lambda specs: None)  # noqa: E731
+    cfgs = (lambda specs: workload.launch_configs(b, specs)) if launch_configs else (lambda specs: None)  # noqa: E731
     ops, kernels = workload.intern(b, fwd)
     oh, ln = op_overheads_ns(rng, len(fwd), op_mean_us, timing)
     f = launch_phase(b, host_pid=topo.host_pid, cpu_tid=topo.main_tid, gpu_pid=topo.gpu,
                      stream=topo.compute_stream, op_names=ops, kernel_names=kernels, kernel_dur_ns=fwd_ns,
                      cpu_t0=cpu_t0, gpu_t0=gpu_t0, op_overhead_ns=oh, launch_ns=ln,
-                     tree=trees(fwd), autograd=autograd, **_phase_timing(rng, len(fwd), timing, gpu_gap_ns))
+                     tree=trees(fwd), autograd=autograd, kernel_cfg=cfgs(fwd),
+                     **_phase_timing(rng, len(fwd), timing, gpu_gap_ns))
     cpu_span(b, module, topo.host_pid, topo.main_tid, cpu_t0 - 2_000, f.cpu_end + 3_000)
     ops, kernels = workload.intern(b, bwd)
     oh, ln = op_overheads_ns(rng, len(bwd), op_mean_us, timing)
@@ -90,7 +93,7 @@ def forward_backward(b: TraceBuilder, topo: Topology, rng: np.random.Generator, 
                       stream=topo.compute_stream, op_names=ops, kernel_names=kernels, kernel_dur_ns=bwd_ns,
                       cpu_t0=f.cpu_end + timing.host_ns(rng, 20_000), gpu_t0=f.gpu_end, op_overhead_ns=oh,
                       launch_ns=ln, pending_kernel_start=f.kernel_start, tree=trees(bwd), autograd=autograd,
-                      backward=True, **_phase_timing(rng, len(bwd), timing, gpu_gap_ns))
+                      backward=True, kernel_cfg=cfgs(bwd), **_phase_timing(rng, len(bwd), timing, gpu_gap_ns))
     return f, bw
 
 

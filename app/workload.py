@@ -217,6 +217,12 @@ def intern(b: TraceBuilder, specs: list[KernelSpec]) -> tuple[np.ndarray, np.nda
     return ops, kernels
 
 
+def launch_configs(b: TraceBuilder, specs: list[KernelSpec]) -> np.ndarray:
+    """Each spec's own launch configuration (grid from its shape), for launch_phase's kernel_cfg:
+    a kernel name runs with the grid its problem needs, not its first launch's."""
+    return np.fromiter((b.kernel_config(s.info) for s in specs), np.int32, len(specs))
+
+
 def kernel_table(specs: list[KernelSpec], dur_ns: np.ndarray, top: int = 5) -> list[dict]:
     """Per kernel name: instances and time, with the FLOPs, bytes and GEMM shape of its
     heaviest instance; the inputs an Nsight Compute section is computed from."""

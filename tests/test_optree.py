@@ -98,3 +98,25 @@ def test_backward_nodes_take_their_forward_sequence_numbers_with_a_flow():
     a, z = float(mm_node["ts"]), float(mm_node["ts"]) + float(mm_node["dur"])
     inside = [e for e in ops if e["name"] == "aten::mm" and e["tid"] == mm_node["tid"] and a <= float(e["ts"]) < z]
     assert len(inside) == 2
+
+
+def test_each_launch_carries_the_grid_its_shape_needs():
+    """A kernel name is launched with the grid its problem needs (version 1: the first launch's
+    config for every launch of that name)."""
+    rng = np.random.default_rng(2)
+    grids = {}
+    for configs in (False, True):
+        b = TraceBuilder(1_700_000_000_000_000_000, {"deviceProperties": [{"numSms": 132}]})
+        topo = training.Topology(100, 100, 137, 0)
+        shape, fwd, bwd = training.llm_step_specs("sm90", 8e9, 4096)
+        ns = lambda specs: np.full(len(specs), 20_000)  # noqa: E731
+        training.forward_backward(b, topo, rng, fwd=fwd, fwd_ns=ns(fwd), bwd=bwd, bwd_ns=ns(bwd), cpu_t0=0,
+                                  gpu_t0=0, launch_configs=configs)
+        doc = json.loads(kineto.dumps(b.build(), "t.json"))
+        gemm = [e for e in doc["traceEvents"] if e.get("cat") == "kernel" and e["name"].startswith("sm90_xmma")]
+        per_name = defaultdict(set)
+        for e in gemm:
+            per_name[e["name"]].add(tuple(e["args"]["grid"]))
+        grids[configs] = per_name
+    assert all(len(g) == 1 for g in grids[False].values())  # the tell: one grid for every launch of a name
+    assert max(len(g) for g in grids[True].values()) >= 3  # QKV, output, gate-up, down: each its own

@@ -80,6 +80,8 @@ def _launch(inst, name: str) -> tuple[int, tuple, tuple]:
     rows = np.flatnonzero((t.name == nid) & (t.kind == Kind.KERNEL))
     stream = int(t.tid[rows[0]]) if len(rows) else 7
     info = t.kernel_info.get(nid)
+    if len(rows) and t.cfg is not None and t.cfg[rows[np.argmax(t.dur_ns[rows])]] >= 0:
+        info = t.configs[t.cfg[rows[np.argmax(t.dur_ns[rows])]]]  # the heaviest launch's own
     return stream, tuple(info.grid) if info else (1, 1, 1), tuple(info.block) if info else (128, 1, 1)
 
 

@@ -80,6 +80,10 @@ class Trace:
     # "Ev Idx" from it. None: version-1 style rows without them.
     rf_id: np.ndarray | None = None
     ev_idx_offset: int = 0
+    # A kernel event's own launch configuration (index into `configs`, -1: its name's, from
+    # `kernel_info`): a kernel name runs with the grid its shape needs, launch by launch.
+    cfg: np.ndarray | None = None
+    configs: list[KernelInfo] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.ts_ns)
@@ -91,7 +95,7 @@ class Trace:
     def memory_bytes(self) -> int:
         """What the columns hold in memory, plus a rough 200 bytes per args dict."""
         cols = (self.kind, self.cat, self.name, self.pid, self.tid, self.ts_ns, self.dur_ns, self.ext,
-                self.corr, self.nbytes, self.extra)
+                self.corr, self.nbytes, self.extra, *((self.cfg,) if self.cfg is not None else ()))
         return sum(c.nbytes for c in cols) + 200 * (len(self.extras) + len(self.instants))
 
     def event_count(self) -> int:
@@ -167,6 +171,7 @@ class TraceBuilder:
         self._next_corr = 1
         self._next_ext = 1
         self._number_ops: int | None = None
+        self._configs: dict[tuple, int] = {}
 
     # -- ids -------------------------------------------------------------
     def name_id(self, name: str) -> int:
@@ -201,6 +206,11 @@ class TraceBuilder:
         self._kernel_info.setdefault(nid, info)
         return nid
 
+    def kernel_config(self, info: KernelInfo) -> int:
+        """An id for one launch configuration, for `add(..., cfg=)` on kernel events."""
+        key = (tuple(info.grid), tuple(info.block), info.registers_per_thread, info.shared_memory)
+        return self._configs.setdefault(key, len(self._configs))
+
     def instant(self, event: dict) -> None:
         """An `i` event, ts in ns relative to base (rendered to µs on export)."""
         self._instants.append(event)
@@ -221,7 +231,7 @@ class TraceBuilder:
 
     # -- events ----------------------------------------------------------
     def add(self, kind: Kind, cat: str, name, pid, tid, ts_ns, dur_ns, *, ext=0, corr=0,
-            nbytes=0, extra: list[dict | None] | dict | None = None) -> None:
+            nbytes=0, extra: list[dict | None] | dict | None = None, cfg=-1) -> None:
         """Append a batch of complete (`X`) events; scalars broadcast over the batch.
 
         `name` is a string, a list of strings, or an array of ids from `name_id`.
@@ -258,13 +268,13 @@ class TraceBuilder:
             raise ValueError(f"negative duration in a batch of {cat} events")
         self._chunks.append((
             np.full(n, int(kind), np.int8), np.full(n, cat_id, np.int16), names,
-            col(pid), col(tid), ts, dur, col(ext), col(corr), col(nbytes), extra_idx,
+            col(pid), col(tid), ts, dur, col(ext), col(corr), col(nbytes), extra_idx, col(cfg, np.int32),
         ))
 
     def build(self) -> Trace:
         cols = [np.concatenate([c[i] for c in self._chunks]) if self._chunks else np.empty(0, np.int64)
-                for i in range(11)]
-        kind, cat, name, pid, tid, ts, dur, ext, corr, nbytes, extra = cols
+                for i in range(12)]
+        kind, cat, name, pid, tid, ts, dur, ext, corr, nbytes, extra, cfg = cols
         # Parents before children at equal start: longer first, as Kineto's viewers expect.
         order = np.lexsort((-dur, ts))
         rf_id = None
@@ -279,4 +289,6 @@ class TraceBuilder:
             nbytes=nbytes[order], extra=extra[order], extras=self._extras,
             kernel_info=self._kernel_info, processes=self._processes, threads=self._threads,
             instants=self._instants, rf_id=rf_id, ev_idx_offset=self._number_ops or 0,
+            cfg=cfg[order] if self._configs else None,
+            configs=[KernelInfo(g, bl, r, sm) for (g, bl, r, sm) in self._configs],
         )

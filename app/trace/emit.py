@@ -43,7 +43,7 @@ def launch_phase(b: TraceBuilder, *, host_pid: int, cpu_tid: int, gpu_pid: int, 
                  kernel_extra=None, launch_api: str = "cudaLaunchKernel",
                  free_after_ns: np.ndarray | None = None, emit_op: np.ndarray | None = None,
                  pending_kernel_start: np.ndarray | None = None, tree: list | None = None,
-                 autograd=None, backward: bool = False) -> Launched:
+                 autograd=None, backward: bool = False, kernel_cfg: np.ndarray | None = None) -> Launched:
     """Emit one op + launch + kernel per entry; returns the timing.
 
     op_names / kernel_names: name ids (TraceBuilder.name_id). op_overhead_ns: the
@@ -57,6 +57,7 @@ def launch_phase(b: TraceBuilder, *, host_pid: int, cpu_tid: int, gpu_pid: int, 
     device; until they start they hold slots in the launch queue.
     tree: per launch, the op tree around it (app/trace/optree.py) to emit instead of one flat
     op, within the same CPU time; `autograd` numbers its nodes, `backward` says which pass.
+    kernel_cfg: per launch, its own launch configuration (TraceBuilder.kernel_config).
     """
     n = len(kernel_names)
     if n == 0:
@@ -87,7 +88,7 @@ def launch_phase(b: TraceBuilder, *, host_pid: int, cpu_tid: int, gpu_pid: int, 
     b.add(Kind.RUNTIME, "cuda_runtime", launch_api, host_pid, cpu_tid, launch_start, launch_dur,
           ext=ext, corr=corr)
     b.add(Kind.KERNEL, "kernel", kernel_names, gpu_pid, stream, k_start, kernel_dur_ns, ext=ext, corr=corr,
-          extra=kernel_extra)
+          extra=kernel_extra, cfg=-1 if kernel_cfg is None else kernel_cfg)
     blocked = int((launch_dur > launch_ns + 2_000).sum())
     return Launched(op_start, op_start + op_dur, k_start, k_start + np.asarray(kernel_dur_ns, np.int64), blocked)
 

@@ -39,13 +39,14 @@ def _extra_json(trace: Trace, idx: np.ndarray) -> list[str]:
     return out
 
 
-def _kernel_static(trace: Trace) -> dict[int, str]:
-    """Per kernel name: the launch-config args torch.profiler records, pre-rendered."""
+def _kernel_static(trace: Trace, infos=None) -> dict[int, str]:
+    """Per kernel name (or per launch configuration, given `infos`): the launch-config args
+    torch.profiler records, pre-rendered."""
     props = (trace.top.get("deviceProperties") or [{}])[0]
     num_sms = props.get("numSms", 132)
     max_threads_per_sm = props.get("maxThreadsPerMultiprocessor", 2048)
     out = {}
-    for nid, info in trace.kernel_info.items():
+    for nid, info in (trace.kernel_info if infos is None else infos).items():
         blocks = info.grid[0] * info.grid[1] * info.grid[2]
         threads = info.block[0] * info.block[1] * info.block[2]
         blocks_per_sm = blocks / num_sms
@@ -105,10 +106,16 @@ def _event_lines(trace: Trace) -> list[str]:
                    f'"args":{{"External id":{e},"cbid":{cb[m]},"correlation":{k}{x}}}}}'
                    for c, p, t, a, af, d, dfr, e, k, m, x in cols]
         elif kind == Kind.KERNEL:
+            if trace.cfg is not None:  # each launch's own configuration where it has one
+                own = _kernel_static(trace, dict(enumerate(trace.configs)))
+                conf = [own[g] if g >= 0 else statics.get(m, default_static)
+                        for g, m in zip(trace.cfg[idx].tolist(), nm)]
+            else:
+                conf = [statics.get(m, default_static) for m in nm]
             out = [f'{{"ph":"X","cat":{c},"pid":{p},"tid":{t},"ts":{a}.{af:03d},"dur":{d}.{dfr:03d},'
                    f'"args":{{"External id":{e},"queued":0,"device":{p},"context":1,"stream":{t},'
-                   f'"correlation":{k},{statics.get(m, default_static)}{x}}}}}'
-                   for c, p, t, a, af, d, dfr, e, k, m, x in cols]
+                   f'"correlation":{k},{g}{x}}}}}'
+                   for (c, p, t, a, af, d, dfr, e, k, m, x), g in zip(cols, conf)]
         else:  # MEMORY
             nb = trace.nbytes[idx]
             bw = (nb / (np.maximum(trace.dur_ns[idx], 1) / 1e9) / 1e9).tolist()
@@ -126,7 +133,8 @@ ROW_FIELDS = ("kind", "cat", "name", "pid", "tid", "ts_ns", "dur_ns", "ext", "co
 def event(trace: Trace, i: int) -> dict:
     """Row i exactly as the export writes it (its args included), for a slice's details."""
     one = dataclasses.replace(trace, **{f: getattr(trace, f)[i:i + 1] for f in ROW_FIELDS},
-                              rf_id=None if trace.rf_id is None else trace.rf_id[i:i + 1])
+                              rf_id=None if trace.rf_id is None else trace.rf_id[i:i + 1],
+                              cfg=None if trace.cfg is None else trace.cfg[i:i + 1])
     return json.loads(_event_lines(one)[0])
 
 
