@@ -89,7 +89,7 @@ from pydantic import model_validator
 from app import hosttime, physics, workload
 from app.scenario import (Built, Hint, Scenario, ScenarioParams, building, gpu_clock_report, make_key, new_builder,
                           obs, param)
-from app.trace import intervals
+from app.trace import intervals, optree
 from app.trace.builder import Kind, KernelInfo
 from app.trace.emit import launch_phase
 from app.workload import KernelSpec
@@ -460,6 +460,11 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
     b.thread(pid, tid, f"thread {tid} (pt_main_thread)", 1)
     b.thread(0, stream, f"stream {stream} ", stream)
     ops, kernels = workload.intern(b, specs)
+    shaped = {}
+    if building() >= 3:  # the op tree around each launch (no autograd: decode runs under no_grad), shapes, ids
+        widths = (s["hidden"], s["kv_hidden"], s["ffn"], 2 * s["ffn"], s["vocab"])
+        shaped = {"tree": [optree.tree_for(x, widths) for x in specs], "kernel_cfg": workload.launch_configs(b, specs)}
+        b.number_ops(first_ev_idx=int(rng.integers(2_000, 40_000)))
     first_step = int(rng.integers(2, 12))
     jitter_sd = np.where(is_gemv, 0.012, 0.03)
     base_ns = base_us * 1e3
@@ -498,7 +503,7 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
             gap = timing.kernel_gaps_ns(rng, n)
         ph = launch_phase(b, host_pid=pid, cpu_tid=tid, gpu_pid=0, stream=stream, op_names=ops, kernel_names=kernels,
                           kernel_dur_ns=dur, cpu_t0=c, gpu_t0=gpu_free, op_overhead_ns=overhead, launch_ns=launch,
-                          gpu_gap_ns=gap, **host)
+                          gpu_gap_ns=gap, **host, **shaped)
         # aten::item on the sampled token: DtoH copy on the compute stream, then a sync.
         c0 = ph.cpu_end + int(rng.integers(2_000, 6_000))
         api0, api_ns = c0 + 3_000, int(rng.integers(6_000, 10_000))

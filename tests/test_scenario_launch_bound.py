@@ -151,6 +151,10 @@ def test_draws_stay_launch_bound_beyond_the_test_seeds():
 
 
 def test_tokens_scale_the_trace_linearly():
-    small, big = SCN.instance(0, {"tokens": "4"}), SCN.instance(0, {"tokens": "8"})
+    """Each token adds the same events: its kernels with their launches, flows and ops (version
+    2: one op per launch, so five events per kernel; version 3: the op trees besides)."""
+    counts = {n: SCN.instance(0, {"tokens": str(n)}).trace(0).event_count() for n in (4, 8, 12)}
+    assert counts[12] - counts[8] == pytest.approx(counts[8] - counts[4], rel=0.002)
+    small, big = (SCN.instance(0, {"tokens": n}, version=2) for n in ("4", "8"))
     per_token = (big.trace(0).event_count() - small.trace(0).event_count()) / 4
     assert per_token == pytest.approx(5 * big.artifacts["decode"]["kernels_per_token"], rel=0.01)
