@@ -32,15 +32,17 @@ class Topology:
     nccl_stream: int = 0  # 0: no NCCL stream
     copy_stream: int = 0
 
-    def name_rows(self, b: TraceBuilder, workers: list[int] = ()) -> None:
+    def name_rows(self, b: TraceBuilder, workers: list[int] = (), autograd: bool = True) -> None:
         """Metadata as Kineto writes it: the GPU "process" carries the host process's name and
-        the label "GPU N", sorted after the host (16777216 + device); threads sort by tid."""
+        the label "GPU N", sorted after the host (16777216 + device); threads sort by tid.
+        `autograd=False`: a process that never ran backward has no autograd thread."""
         proc = "python3.11"
         b.process(self.host_pid, proc, "CPU", self.host_pid)
         b.process(self.gpu, proc, f"GPU {self.gpu}", 16_777_216 + self.gpu)
         b.thread(self.host_pid, self.main_tid, f"thread {self.main_tid} (pt_main_thread)", self.main_tid)
-        b.thread(self.host_pid, self.autograd_tid, f"thread {self.autograd_tid} (pt_autograd_{self.gpu})",
-                 self.autograd_tid)
+        if autograd:
+            b.thread(self.host_pid, self.autograd_tid, f"thread {self.autograd_tid} (pt_autograd_{self.gpu})",
+                     self.autograd_tid)
         for i, w in enumerate(workers):
             b.thread(self.host_pid, w, f"thread {w} (pt_data_worker_{i})", w)
         for stream in (self.compute_stream, self.nccl_stream, self.copy_stream):

@@ -86,7 +86,7 @@ from typing import Literal
 import numpy as np
 from pydantic import model_validator
 
-from app import hosttime, physics, workload
+from app import hosttime, physics, training, workload
 from app.scenario import (Built, Hint, Scenario, ScenarioParams, building, gpu_clock_report, make_key, new_builder,
                           obs, param)
 from app.trace import intervals, optree
@@ -455,10 +455,13 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
     b, pid, t = new_builder(rng, gpu)
     tid = pid
     stream = 7
-    b.process(pid, "python3", "CPU", 0)
-    b.process(0, "GPU 0", "GPU 0", 1_000)
-    b.thread(pid, tid, f"thread {tid} (pt_main_thread)", 1)
-    b.thread(0, stream, f"stream {stream} ", stream)
+    if building() <= 2:
+        b.process(pid, "python3", "CPU", 0)
+        b.process(0, "GPU 0", "GPU 0", 1_000)
+        b.thread(pid, tid, f"thread {tid} (pt_main_thread)", 1)
+        b.thread(0, stream, f"stream {stream} ", stream)
+    else:  # as Kineto names them: the GPU "process" carries the host's name, sorted after it
+        training.Topology(pid, tid, tid, 0, stream).name_rows(b, autograd=False)
     ops, kernels = workload.intern(b, specs)
     shaped = {}
     if building() >= 3:  # the op tree around each launch (no autograd: decode runs under no_grad), shapes, ids

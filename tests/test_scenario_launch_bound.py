@@ -158,3 +158,13 @@ def test_tokens_scale_the_trace_linearly():
     small, big = (SCN.instance(0, {"tokens": n}, version=2) for n in ("4", "8"))
     per_token = (big.trace(0).event_count() - small.trace(0).event_count()) / 4
     assert per_token == pytest.approx(5 * big.artifacts["decode"]["kernels_per_token"], rel=0.01)
+
+
+def test_rows_are_named_as_kineto_names_them():
+    """The GPU's "process" carries the host process's name, labelled GPU 0 and sorted after the
+    host (16777216 + device); version 2 called it "GPU 0" with sort index 1000."""
+    t = inst("canonical").trace(0)
+    host = next(p for p in t.processes if p[2] == "CPU")
+    assert host[3] == host[0]
+    assert (0, host[1], "GPU 0", 16_777_216) in t.processes
+    assert (0, "GPU 0", "GPU 0", 1_000) in SCN.instance("canonical", version=2).trace(0).processes
