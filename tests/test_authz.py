@@ -99,6 +99,7 @@ TABLE: dict[str, dict] = {
     "GET /scenarios/{sid}/{seed}/trace.json": OPEN, "GET /scenarios/{sid}/{seed}/trace.json.gz": OPEN,
     "GET /scenarios/{sid}/{seed}/key.json": OPEN, "GET /api/scenarios/{sid}/{seed}/tools/{tool_id}": OPEN,
     "POST /api/scenarios/{sid}/{seed}/score": OPEN,
+    "GET /scenarios/{sid}/{seed}/fidelity": OPEN, "GET /scenarios/{sid}/{seed}/fidelity.json": OPEN,
 
     # Uploads: anonymous practice, open to all; an upload is reached by its id (its content's hash).
     "GET /upload": OPEN, "POST /upload": OPEN, "POST /api/traces": OPEN,
