@@ -24,7 +24,8 @@ def _instance(args):
     import scenarios
 
     scn = scenarios.get(args.scenario)
-    return scn.instance(parse_seed(args.seed, args.canonical), parse_params(args.param), version=args.version)
+    return scn.instance(parse_seed(args.seed, args.canonical), parse_params(args.param), version=args.version,
+                        fixed=getattr(args, "fixed", False))
 
 
 def cmd_scenarios(args) -> None:
@@ -256,6 +257,7 @@ def _instance_args(p: argparse.ArgumentParser, rank: bool = False) -> None:
     p.add_argument("--seed", help="non-negative integer seed (default 0)")
     p.add_argument("--canonical", action="store_true", help="the seed document's own case")
     p.add_argument("--version", type=int, help="an older version the scenario still builds (default: the current)")
+    p.add_argument("--fixed", action="store_true", help="the same instance with its fix applied (where it builds one)")
     if rank:
         p.add_argument("--rank", type=int, default=0, help="which rank's trace (multi-rank scenarios)")
     p.add_argument("--param", action="append", metavar="K=V", help="override a scenario parameter (repeatable)")

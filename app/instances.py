@@ -69,16 +69,16 @@ def _cache() -> ByteLRU[Instance]:
 
 
 def instance(sid: str, seed: SeedLabel, overrides: dict[str, str] | None = None,
-             version: int | None = None) -> Instance:
+             version: int | None = None, fixed: bool = False) -> Instance:
     """The instance, cached: of the scenario's current version, or of the `version` a stored
     attempt or round names (contract 1). InstanceError (one line) for an unknown scenario or
     version, a bad param, or one past the settings' event budget for a request
     (InstanceTooLarge). The command line builds without the cache or the budget: its user is
-    the operator."""
+    the operator. `fixed`: the trace after the key's fix, where the scenario builds one."""
     if sid not in scenarios.REGISTRY:
         raise UnknownScenario(f"unknown scenario {clip(sid)!r}; valid scenarios: {', '.join(scenarios.REGISTRY)}")
     scn = scenarios.get(sid)
     v = scn.version if version is None else int(version)
     budget = get_settings().max_instance_events
-    key = (sid, v, seed, tuple(sorted((overrides or {}).items())))
-    return _cache().get(key, lambda: scn.instance(seed, dict(overrides or {}), budget, version=v))
+    key = (sid, v, seed, tuple(sorted((overrides or {}).items())), fixed)
+    return _cache().get(key, lambda: scn.instance(seed, dict(overrides or {}), budget, version=v, fixed=fixed))

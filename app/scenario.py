@@ -66,6 +66,27 @@ def _version(v: int):
         _BUILDING.reset(token)
 
 
+# The trace after the fix (issue 13 item 5): the same instance, its params and physics, with
+# the key's fix applied. A scenario whose `fixable` names the version being built asks
+# `fixed()` and, when it is true, emits the trace as it runs once fixed; its key then
+# describes that trace (its step is what the unfixed key expected).
+_FIXED: ContextVar[bool] = ContextVar("fixed_build", default=False)
+
+
+def fixed() -> bool:
+    """Whether the build under way applies the fix (inside Scenario.instance and Instance.trace)."""
+    return _FIXED.get()
+
+
+@contextmanager
+def _fixing(on: bool):
+    token = _FIXED.set(on)
+    try:
+        yield
+    finally:
+        _FIXED.reset(token)
+
+
 def param(default: Any, *, unit: str, ge: float | None = None, le: float | None = None,
           draw: tuple[float, float] | None = None, choices: list | None = None,
           description: str = "") -> Any:
@@ -225,6 +246,8 @@ class Scenario:
     # rounds, and the blind corpora and calibration reads (which quote their numbers), name
     # them. A version dropped from here answers UnknownVersion.
     older: tuple[int, ...] = ()
+    # Versions whose build can apply the key's fix (`fixed()`); the others answer that they cannot.
+    fixable: tuple[int, ...] = ()
 
     @property
     def versions(self) -> tuple[int, ...]:
@@ -251,16 +274,25 @@ class Scenario:
         return apply_overrides(self.Params, base, overrides or {})
 
     def instance(self, seed: SeedLabel, overrides: dict[str, Any] | None = None,
-                 max_events: int | None = None, version: int | None = None) -> "Instance":
+                 max_events: int | None = None, version: int | None = None, fixed: bool = False) -> "Instance":
         """The instance (of the current version unless `version` names an older one the
         scenario still builds); with `max_events`, refused (InstanceTooLarge) as soon as its
         traces, every rank counted, pass that many events, before the work and memory they
-        would take."""
+        would take. `fixed`: the same instance with its fix applied (its `key` is still the
+        instance's own, the fixed trace's figures are `fixed_key`)."""
         v = self._checked(version)
+        if fixed and v not in self.fixable:
+            raise InstanceError(f"{self.id} version {v} has no build with its fix applied"
+                                + (f" (versions {', '.join(map(str, self.fixable))} do)" if self.fixable else ""))
         params = self.params_for(seed, overrides, v)
         budget = EventBudget(max_events) if max_events is not None else None
         with _within(budget, overrides), _version(v):
             built = self.build(params, self.rng(seed, 1, v), seed)
+            if fixed:
+                with _fixing(True):
+                    after = self.build(params, self.rng(seed, 1, v), seed)
+                return Instance(self, seed, params, after, budget, dict(overrides or {}), version=v, fixed=True,
+                                original=built)
         return Instance(self, seed, params, built, budget, dict(overrides or {}), version=v)
 
 
@@ -284,11 +316,19 @@ class Instance:
     budget: EventBudget | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
     version: int = 0  # set by Scenario.instance
+    fixed: bool = False  # the trace after the fix: `built` is the fixed build, `original` the instance's
+    original: Built | None = None
     _traces: dict[int, Trace] = field(default_factory=dict)
 
     @property
     def key(self) -> dict:
-        return self.built.key
+        """The instance's answer key (of the trace as it is, also for the fixed build)."""
+        return (self.original or self.built).key
+
+    @property
+    def fixed_key(self) -> dict | None:
+        """What the fixed build's trace measures (its step, its figures), or None."""
+        return self.built.key if self.fixed else None
 
     @property
     def artifacts(self) -> dict:
@@ -303,7 +343,7 @@ class Instance:
             raise InstanceError(f"rank {rank} is outside this instance's {self.ranks} exported "
                                 f"rank(s): valid ranks 0 to {self.ranks - 1}")
         if rank not in self._traces:
-            with _within(self.budget, self.overrides), _version(self.version):
+            with _within(self.budget, self.overrides), _version(self.version), _fixing(self.fixed):
                 self._traces[rank] = self.built.trace_for_rank(rank)
         return self._traces[rank]
 

@@ -76,6 +76,13 @@ each op's CPU cost what it was. 3 (current), from the fidelity page (app/analysi
   version 2 drew up to 14.8x, past what graphed, fused decode reaches on real GPUs:
   gpt-fast reports ~4x for torch.compile over eager at batch 1), growing the model first.
 Versions 1 and 2 are still built for what was made with them.
+
+The fixed build (version 3, `fixed=True`; `tracedojo generate launch-bound --fixed`): the same
+instance with the key's fix applied, the decode step compiled and captured: per token a short
+prologue, one cudaGraphLaunch, and on the stream the GEMVs and attention kernels as before
+with each run of elementwise kernels fused into one Triton kernel (425 kernels per token on
+the canonical instance, ~0.4 µs apart), then the token's copy back. Its token measures the
+key's expected step (canonical 9.96 ms against 9.94).
 """
 
 from __future__ import annotations
@@ -87,11 +94,11 @@ import numpy as np
 from pydantic import model_validator
 
 from app import hosttime, physics, training, workload
-from app.scenario import (Built, Hint, Scenario, ScenarioParams, building, gpu_clock_report, make_key, new_builder,
-                          obs, param)
+from app.scenario import (Built, Hint, Scenario, ScenarioParams, building, fixed, gpu_clock_report, make_key,
+                          new_builder, obs, param)
 from app.trace import intervals, optree
-from app.trace.builder import Kind, KernelInfo
-from app.trace.emit import launch_phase
+from app.trace.builder import Kind, KernelInfo, expect_events
+from app.trace.emit import graph_replay, launch_phase
 from app.workload import KernelSpec
 from app.scoring.rubric import Rubric
 
@@ -402,6 +409,56 @@ def _tail(arch: str, dtype: str, h: int, vocab: int) -> list[tuple[KernelSpec, f
     return out
 
 
+def _compiled_token(b, specs: list[KernelSpec], base_ns: np.ndarray, is_ew: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The fix, as torch.compile(mode="reduce-overhead") builds the decode step: the weight
+    GEMVs and attention kernels as they were, each run of elementwise kernels between them
+    fused into one Triton kernel (Inductor names them by the ops they fuse), the prologue's
+    and sampling tail's into FUSED_TAIL_KERNELS, each fused kernel FUSED_KERNEL_FACTOR x the
+    mean elementwise kernel: the kernels and times the key's expected step counts. Returns the
+    kernels' name ids and durations (ns), replayed as one CUDA graph per token."""
+    combine = np.array([x.kernel == workload.FLASH["splitkv_combine"] for x in specs])
+    fusable = is_ew & ~combine
+    fused_ns = float(base_ns[is_ew].mean()) * FUSED_KERNEL_FACTOR
+    runs: list[list[int]] = []  # consecutive fusable kernels
+    out: list[tuple[str, float]] = []
+    for i, spec in enumerate(specs):
+        if fusable[i]:
+            if runs and runs[-1][-1] == i - 1:
+                runs[-1].append(i)
+            else:
+                runs.append([i])
+                out.append(("", -len(runs)))  # a placeholder for the run's fused kernel
+        else:
+            out.append((spec.kernel, float(base_ns[i])))
+    # the prologue (embedding, rotary cos/sin) fuses apart from the first layer's norm, and the
+    # sampling tail into several kernels (reductions break Inductor's fusion): 8 in all
+    first_norm = next(j for j, i in enumerate(runs[0]) if specs[i].op == "aten::pow")
+    tail = runs[-1]
+    pieces = [runs[0][:first_norm], runs[0][first_norm:], *runs[1:-1],
+              *[list(x) for x in np.array_split(tail, FUSED_TAIL_KERNELS - 2)]]
+    seen: dict[str, int] = {}
+    names = []
+    for run in pieces:
+        ops = sorted({specs[i].op.split("::")[-1].strip("_") for i in run})
+        kind = "red" if any(o in ("mean", "softmax", "topk", "argmax", "max") for o in ops) else "poi"
+        stem = f"triton_{kind}_fused_{'_'.join(ops[:6])}"
+        names.append(f"{stem}_{seen.setdefault(stem, len(seen))}")
+    kernels, durs, k = [], [], 0
+    for name, d in out:
+        if name:
+            kernels.append(name)
+            durs.append(d)
+            continue
+        run_index = -int(d) - 1
+        n_pieces = (2 if run_index == 0 else FUSED_TAIL_KERNELS - 2 if run_index == len(runs) - 1 else 1)
+        for _ in range(n_pieces):
+            kernels.append(names[k])
+            durs.append(fused_ns)
+            k += 1
+    info = KernelInfo(grid=(256, 1, 1), block=(256, 1, 1), registers_per_thread=32)
+    return np.array([b.kernel(x, info) for x in kernels], np.int32), np.array(durs)
+
+
 def _token(p: dict, gpu: physics.Gpu, s: dict) -> tuple[list[KernelSpec], np.ndarray]:
     """Every kernel of one decode token, with each kernel's physics duration in µs."""
     layer = _layer(gpu.arch, p["weight_dtype"], s, p["context_len"], gpu.num_sms)
@@ -468,9 +525,17 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
         widths = (s["hidden"], s["kv_hidden"], s["ffn"], 2 * s["ffn"], s["vocab"])
         shaped = {"tree": [optree.tree_for(x, widths) for x in specs], "kernel_cfg": workload.launch_configs(b, specs)}
         b.number_ops(first_ev_idx=int(rng.integers(2_000, 40_000)))
+    # Every token emits the same events: its ops (their trees), launches and kernels, and the
+    # dozen rows around them (prologue, item, copy, step); counted now, a request past the
+    # budget is refused before the loop.
+    fx = fixed()
+    per_token = 2 * n + (sum(optree.size(t) for t in shaped["tree"]) if shaped else n) + 12
+    expect_events((n + 16 if fx else per_token) * p.tokens)  # the fixed build: one graph launch, its kernels
     first_step = int(rng.integers(2, 12))
     jitter_sd = np.where(is_gemv, 0.012, 0.03)
     base_ns = base_us * 1e3
+    if fx:  # the fix: the decode step compiled and replayed as one CUDA graph (docstring)
+        graph = _compiled_token(b, specs, base_ns, is_ew)
 
     tok_k_start, tok_k_end, tok_api_ns, tok_op_ns = [], [], [], []
     step_start, step_end, copies, item_us = [], [], [], []
@@ -479,34 +544,45 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
     gpu_free = t
     for i in range(p.tokens):
         s0 = t
-        # prepare_inputs_for_generation: views and slices, no kernels
-        c = s0 + int(rng.integers(15_000, 30_000))
+        # prepare_inputs_for_generation: views and slices, no kernels (with the graph, the
+        # inputs are static buffers: the same few ops, quicker)
+        c = s0 + int(rng.integers(4_000, 8_000) if fx else rng.integers(15_000, 30_000))
         for name in ("aten::slice", "aten::unsqueeze", "aten::expand", "aten::select"):
-            d = int(rng.integers(3_000, 9_000))
+            d = int(rng.integers(2_000, 4_000) if fx else rng.integers(3_000, 9_000))
             cpu_only.append((name, c, d))
-            c += d + int(rng.integers(8_000, 20_000))
-        dur = np.maximum(base_ns * rng.normal(1.0, jitter_sd).clip(0.9, 1.12), 1_000).astype(np.int64)
-        overhead = (np.maximum(rng.gamma(6.0, p.op_overhead_us / 6.0, n), 3.0) * 1e3).astype(np.int64)
-        if v1:
-            launch = (p.launch_us * rng.uniform(0.75, 1.25, n) * 1e3).astype(np.int64)
-            host = {}
+            c += d + int(rng.integers(3_000, 6_000) if fx else rng.integers(8_000, 20_000))
+        if fx:
+            names, gdur = graph
+            dur = np.maximum(gdur * rng.normal(1.0, 0.01, len(gdur)).clip(0.95, 1.05), 1_000).astype(np.int64)
+            launch = np.array([int(rng.integers(9_000, 16_000))])
+            ph = graph_replay(b, host_pid=pid, cpu_tid=tid, gpu_pid=0, stream=stream, kernel_names=names,
+                              kernel_dur_ns=dur, cpu_t0=c, gpu_free=gpu_free, launch_ns=int(launch[0]),
+                              latency_ns=int(timing.launch_latency_ns(rng, 1)[0]),
+                              gap_ns=(GRAPH_GAP_US * 1e3 * rng.uniform(0.8, 1.2, len(names))).astype(np.int64),
+                              graph_id=1)
         else:
-            # cudaLaunchKernel as measured (a long tail), its mean the param's; the kernel's
-            # start after the call varies; and a share of each op's Python runs after the op
-            # returns, before the next (real traces never show two ops touching). The split
-            # keeps each op's CPU cost, the physics of this case, what it was.
-            launch = timing.launch_calls_ns(rng, n, mean_us=p.launch_us)
-            after = (overhead * between_share).astype(np.int64)
-            overhead = overhead - after
-            host = {"launch_latency_ns": timing.launch_latency_ns(rng, n),
-                    "free_after_ns": after + after // 8}  # the epilogue launch_phase takes of the part moved
-        if building() <= 2:
-            gap = rng.integers(700, 1_400, n)  # back-to-back kernels on one stream still sit ~1 µs apart
-        else:
-            gap = timing.kernel_gaps_ns(rng, n)
-        ph = launch_phase(b, host_pid=pid, cpu_tid=tid, gpu_pid=0, stream=stream, op_names=ops, kernel_names=kernels,
-                          kernel_dur_ns=dur, cpu_t0=c, gpu_t0=gpu_free, op_overhead_ns=overhead, launch_ns=launch,
-                          gpu_gap_ns=gap, **host, **shaped)
+            dur = np.maximum(base_ns * rng.normal(1.0, jitter_sd).clip(0.9, 1.12), 1_000).astype(np.int64)
+            overhead = (np.maximum(rng.gamma(6.0, p.op_overhead_us / 6.0, n), 3.0) * 1e3).astype(np.int64)
+            if v1:
+                launch = (p.launch_us * rng.uniform(0.75, 1.25, n) * 1e3).astype(np.int64)
+                host = {}
+            else:
+                # cudaLaunchKernel as measured (a long tail), its mean the param's; the kernel's
+                # start after the call varies; and a share of each op's Python runs after the op
+                # returns, before the next (real traces never show two ops touching). The split
+                # keeps each op's CPU cost, the physics of this case, what it was.
+                launch = timing.launch_calls_ns(rng, n, mean_us=p.launch_us)
+                after = (overhead * between_share).astype(np.int64)
+                overhead = overhead - after
+                host = {"launch_latency_ns": timing.launch_latency_ns(rng, n),
+                        "free_after_ns": after + after // 8}  # the epilogue launch_phase takes of the part moved
+            if building() <= 2:
+                gap = rng.integers(700, 1_400, n)  # back-to-back kernels on one stream still sit ~1 µs apart
+            else:
+                gap = timing.kernel_gaps_ns(rng, n)
+            ph = launch_phase(b, host_pid=pid, cpu_tid=tid, gpu_pid=0, stream=stream, op_names=ops,
+                              kernel_names=kernels, kernel_dur_ns=dur, cpu_t0=c, gpu_t0=gpu_free,
+                              op_overhead_ns=overhead, launch_ns=launch, gpu_gap_ns=gap, **host, **shaped)
         # aten::item on the sampled token: DtoH copy on the compute stream, then a sync.
         c0 = ph.cpu_end + int(rng.integers(2_000, 6_000))
         api0, api_ns = c0 + 3_000, int(rng.integers(6_000, 10_000))
@@ -569,6 +645,14 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
     kernels_per_step = float(np.mean(kcount))
     mean_kernel_us = float(np.concatenate(kdur).mean() / 1e3)
     mean_gap_us = float(np.concatenate(gaps).mean() / 1e3)
+    if fx:  # what the trace after the fix measures; the instance's key is the unfixed build's
+        fixed_key = {"fixed": True, "observations": [
+            obs("step_ms", "token after the fix", step_ms, "ms"), obs("gpu_busy_ms", "GPU busy per token", busy_ms, "ms"),
+            obs("gpu_idle_ms", "GPU idle per token", idle_ms, "ms"),
+            obs("kernels_per_step", "kernels per token", kernels_per_step, "kernels", 0),
+            obs("mean_gap_us", "mean gap between kernels", mean_gap_us, "µs")]}
+        return Built(key=fixed_key, artifacts={"gpus": gpu_clock_report(gpu, 1, rng)},
+                     trace_for_rank=lambda rank: trace, ranks=1)
     kd = np.stack([tok_k_end[i] - tok_k_start[i] for i in range(W)]).mean(axis=0)  # mean ns per kernel slot
     gemv_ms = float(kd[is_gemv].sum() / 1e6)
     attn_ms = float(kd[is_attn].sum() / 1e6)
@@ -811,7 +895,7 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
 
 
 scenario = Scenario(
-    id="launch-bound", version=3, older=(1, 2), title="Launch-bound batch-1 decode",
+    id="launch-bound", version=3, older=(1, 2), fixable=(3,), title="Launch-bound batch-1 decode",
     signature="A picket fence: ~1,100 tiny kernels per token with longer idle gaps between them, under a solid CPU launch wall",
     Params=Params, build=build,
     observations=("kernels_per_step", "gpu_busy_ms", "gpu_idle_ms", "mean_kernel_us", "mean_gap_us"),

@@ -135,3 +135,12 @@ def test_fidelity_prints_the_distributions_beside_the_real_traces():
     assert "kernel_gap_us" in r.stdout and "OUT: one value holds" in r.stdout and "hta_nccl_data_rank0" in r.stdout
     j = run("fidelity", "launch-bound", "--seed", "2", "--json")
     assert json.loads(j.stdout)["quantities"]["kernel_gap_us"]["pathology"]
+
+
+def test_generate_fixed_writes_the_trace_after_the_fix(tmp_path):
+    out = tmp_path / "after.json"
+    r = run("generate", "launch-bound", "--canonical", "--fixed", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert '"cudaGraphLaunch"' in out.read_text()
+    bad = run("generate", "ddp", "--canonical", "--version", "1", "--fixed")
+    assert bad.returncode == 2 and "no build with its fix applied" in bad.stderr

@@ -89,8 +89,10 @@ class Trace:
         return len(self.ts_ns)
 
     def flow_count(self) -> int:
-        """ac2g flows the export adds: one s/f pair per GPU op whose launch is in the trace."""
-        return 2 * len(launch_pairs(self)[0])
+        """ac2g flow events the export adds: an f per GPU op whose launch is in the trace, an s
+        per such launch (a CUDA graph's launch has one for all its kernels)."""
+        li, gi = launch_pairs(self)
+        return len(gi) + len(np.unique(self.corr[gi]))
 
     def memory_bytes(self) -> int:
         """What the columns hold in memory, plus a rough 200 bytes per args dict."""
@@ -134,6 +136,11 @@ class EventBudget:
     limit: int
     spent: int = 0
 
+    def expect(self, n: int) -> None:
+        """Refuse now a build that says it will add `n` more events past the limit."""
+        if self.spent + n > self.limit:
+            raise EventBudgetExceeded(f"over {self.limit:,} events")
+
     def spend(self, n: int) -> None:
         self.spent += n
         if self.spent > self.limit:
@@ -152,6 +159,14 @@ def spending(budget: EventBudget | None):
         yield
     finally:
         _BUDGET.reset(token)
+
+
+def expect_events(n: int) -> None:
+    """A build that knows its size before the slow part says so here, and past the budget
+    it is refused before it spends the time (launch-bound's op trees: 26 s for 2,000 tokens
+    before the budget, counted as events were added, stopped it)."""
+    if (budget := _BUDGET.get()) is not None:
+        budget.expect(int(n))
 
 
 class TraceBuilder:

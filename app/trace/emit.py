@@ -93,6 +93,31 @@ def launch_phase(b: TraceBuilder, *, host_pid: int, cpu_tid: int, gpu_pid: int, 
     return Launched(op_start, op_start + op_dur, k_start, k_start + np.asarray(kernel_dur_ns, np.int64), blocked)
 
 
+def graph_replay(b: TraceBuilder, *, host_pid: int, cpu_tid: int, gpu_pid: int, stream: int,
+                 kernel_names: np.ndarray, kernel_dur_ns: np.ndarray, cpu_t0: int, gpu_free: int,
+                 launch_ns: int, latency_ns: int, gap_ns: np.ndarray, graph_id: int,
+                 kernel_cfg: np.ndarray | None = None) -> Launched:
+    """A CUDA graph replayed: one cudaGraphLaunch on the CPU thread, and on the stream its
+    kernels back to back (`gap_ns` apart, the graph's node-to-node latency), each carrying
+    the launch's correlation id, as CUPTI reports graph kernels, with the "graph id" and
+    "graph node id" Kineto writes for them. The export draws one ac2g flow from the launch
+    to each kernel."""
+    n = len(kernel_names)
+    dur = np.asarray(kernel_dur_ns, np.int64)
+    gaps = np.broadcast_to(np.asarray(gap_ns, np.int64), (n,)).copy()
+    gaps[0] = 0
+    first = max(int(gpu_free), cpu_t0 + launch_ns + latency_ns)
+    starts = first + np.concatenate([[0], np.cumsum(dur[:-1] + gaps[1:])]).astype(np.int64)
+    corr = b.correlation_ids(1)
+    ext = b.external_ids(1)
+    b.add(Kind.RUNTIME, "cuda_runtime", "cudaGraphLaunch", host_pid, cpu_tid, [cpu_t0], [launch_ns], ext=ext, corr=corr)
+    node0 = graph_id * 1_000_000
+    b.add(Kind.KERNEL, "kernel", kernel_names, gpu_pid, stream, starts, dur, ext=int(ext[0]), corr=int(corr[0]),
+          extra=[{"graph id": graph_id, "graph node id": node0 + j} for j in range(n)],
+          cfg=-1 if kernel_cfg is None else kernel_cfg)
+    return Launched(np.array([cpu_t0]), np.array([cpu_t0 + launch_ns]), starts, starts + dur)
+
+
 def cpu_span(b: TraceBuilder, name: str, pid: int, tid: int, start_ns: int, end_ns: int,
              cat: str = "user_annotation", extra: dict | None = None) -> None:
     """One annotation or op on a CPU thread, e.g. ProfilerStep#N or a DataLoader wait."""

@@ -147,7 +147,15 @@ def _flow_lines(trace: Trace) -> list[str]:
          for c, p, t, a in zip(corr, trace.pid[li].tolist(), trace.tid[li].tolist(), _us(trace.ts_ns[li]))]
     f = [f'{{"ph":"f","id":{c},"pid":{p},"tid":{t},"ts":{a},"cat":"ac2g","name":"ac2g","bp":"e"}}'
          for c, p, t, a in zip(corr, trace.pid[gi].tolist(), trace.tid[gi].tolist(), _us(trace.ts_ns[gi]))]
-    return [x for pair in zip(s, f) for x in pair]
+    # a launch with several GPU ops (a CUDA graph's kernels) starts its flow once
+    started = set()
+    out = []
+    for c, a, b in zip(corr, s, f):
+        if c not in started:
+            out.append(a)
+            started.add(c)
+        out.append(b)
+    return out
 
 
 def _meta_lines(trace: Trace, t0: str) -> list[str]:

@@ -228,27 +228,27 @@ def _layout(tree: Op, s: int, l0: int, e: int, slack: int) -> list[tuple[Op, int
     after, at most a third of it."""
     path = _path(tree)
     before_ns = max(0, int((l0 - s) * 0.55))
-    units = sum(1 + sum(_size(c) for c in node.children[:node.children.index(nxt)])
+    units = sum(1 + sum(size(c) for c in node.children[:node.children.index(nxt)])
                 for node, nxt in zip(path, path[1:])) or 1
     unit = before_ns / units
     after = [c for node, nxt in zip(path, path[1:]) for c in node.children[node.children.index(nxt) + 1:]]
     after_ns = min(slack // 3, 2_000 * (len(after) + len(path)))
-    a_unit = after_ns / (sum(_size(c) for c in after) + len(path)) if after_ns else 0
+    a_unit = after_ns / (sum(size(c) for c in after) + len(path)) if after_ns else 0
     out: list = []
     t = float(s)
     for depth, (node, nxt) in enumerate(zip(path, path[1:])):
         out.append([node, int(t), None, depth])
         t += unit
         for c in node.children[:node.children.index(nxt)]:  # siblings a little apart, never touching
-            out.extend(_nest(c, int(t + unit * 0.1), int(t + unit * (_size(c) - 0.1)), depth + 1))
-            t += unit * _size(c)
+            out.extend(_nest(c, int(t + unit * 0.1), int(t + unit * (size(c) - 0.1)), depth + 1))
+            t += unit * size(c)
     out.append([path[-1], int(t), e, len(path) - 1])
     t = float(e)
     for depth in range(len(path) - 2, -1, -1):  # close each ancestor, after the ops that follow its child
         node, nxt = path[depth], path[depth + 1]
         for c in node.children[node.children.index(nxt) + 1:]:
-            out.extend(_nest(c, int(t + a_unit * 0.2), int(t + a_unit * _size(c)), depth + 1))
-            t += a_unit * _size(c)
+            out.extend(_nest(c, int(t + a_unit * 0.2), int(t + a_unit * size(c)), depth + 1))
+            t += a_unit * size(c)
         t += max(a_unit, 1)
         next(r for r in out if r[0] is node)[2] = int(t)
     return [tuple(r) for r in out]
@@ -264,8 +264,9 @@ def _path(tree: Op) -> list[Op]:
     return []
 
 
-def _size(op: Op) -> int:
-    return 1 + sum(_size(c) for c in op.children)
+def size(op: Op) -> int:
+    """How many events the tree emits: the op and every op under it."""
+    return 1 + sum(size(c) for c in op.children)
 
 
 def _nest(op: Op, a: int, z: int, depth: int) -> list:

@@ -4,7 +4,7 @@ practice round never uses them (its instance is secret: app/web/practice.py)."""
 
 from __future__ import annotations
 
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import RedirectResponse
@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field, FiniteFloat
 
 import scenarios
 from app import instances
+from app.scenario import observation
 from app.analysis import fidelity
 from app.web import instances as served
 from app.web.templates import templates
@@ -66,8 +67,14 @@ def _page(sid: str, seed: str, request: Request, rank: str | None) -> dict:
     # the instance's params, without the page's own keys (rank, testing)
     params = [(k, v) for k, v in request.query_params.multi_items() if k not in ("rank", "testing")]
     scn = scenarios.get(sid)
+    # before and after: the same instance with its fix applied, where the scenario builds it
+    toggle = [(k, v) for k, v in params if k != "fixed"] + ([] if inst.fixed else [("fixed", "1")])
+    fix = {"fixed": inst.fixed, "can_fix": inst.version in scn.fixable,
+           "toggle_url": f"/scenarios/{quote(sid)}/{quote(seed)}" + (f"?{urlencode(toggle)}" if toggle else ""),
+           "fixed_step_ms": observation(inst.fixed_key, "step_ms") if inst.fixed else None,
+           "expected_step_ms": observation(inst.key, "expected_step_ms"), "step_ms": observation(inst.key, "step_ms")}
     return {"scenario": {"id": scn.id, "title": scn.title, "version": inst.version}, "seed": seed,
-            "params": inst.params.model_dump(),
+            "params": inst.params.model_dump(), "fix": fix,
             **served.viewer_context(inst, served.explorer_urls(sid, seed, params), rank)}
 
 

@@ -21,7 +21,8 @@ from app.web import timeline
 
 # Query keys that are not scenario params. version: an older version of the scenario, as a
 # stored attempt's link names it (the current one without it).
-RESERVED = {"rank", "format", "kernel", "testing", "version"}  # kernel: ncu's -k; testing: the viewer's test hook
+# fixed: the trace after the key's fix (the explorer's before/after; never a practice round's).
+RESERVED = {"rank", "format", "kernel", "testing", "version", "fixed"}  # kernel: ncu's -k; testing: the viewer's test hook
 
 
 def resolve(sid: str, seed: str, request: Request) -> Instance:
@@ -31,7 +32,11 @@ def resolve(sid: str, seed: str, request: Request) -> Instance:
     raw = request.query_params.get("version")
     if raw is not None and not raw.isdigit():
         raise HTTPException(400, f"version is a whole number, not {instances.clip(raw)!r}")
-    return http(lambda: instances.instance(sid, instances.parse_seed(seed), overrides, int(raw) if raw else None))
+    fixed = request.query_params.get("fixed", "0")
+    if fixed not in ("0", "1"):
+        raise HTTPException(400, f"fixed is 1 (the trace after the fix) or 0, not {instances.clip(fixed)!r}")
+    return http(lambda: instances.instance(sid, instances.parse_seed(seed), overrides, int(raw) if raw else None,
+                                           fixed == "1"))
 
 
 def http(fn):
