@@ -146,3 +146,20 @@ def test_the_report_says_when_the_scorer_could_not_decide(client):
     r = client.post(f"/api/attempts/{a['id']}/submit").json()
     assert r["needs_review"] and not r["trap_endorsed"]
     assert "For a reader to decide" in client.get(f"/practice/{a['id']}/report").text
+
+
+def test_the_report_links_the_trace_after_the_fix_where_the_version_builds_one(client):
+    """The expected win as a trace: launch-bound's current version builds the fixed instance."""
+    a = client.post("/api/attempts", json={"scenario": "launch-bound"}).json()
+    client.put(f"/api/attempts/{a['id']}/narration", json={"narration": "Step is 28 ms."})
+    client.post(f"/api/attempts/{a['id']}/submit")
+    link = client.get(f"/practice/{a['id']}/report.json").json()["after_fix_url"]
+    assert link.startswith("/scenarios/launch-bound/") and link.endswith("fixed=1")
+    page = client.get(link)
+    assert page.status_code == 200 and "After the fix:" in page.text
+    assert f'href="{link.replace("&", "&amp;")}"' in client.get(f"/practice/{a['id']}/report").text
+    from types import SimpleNamespace
+
+    from app.web.practice import _after_fix_url
+    old = SimpleNamespace(scenario="ddp", seed="canonical", params={}, version=1)  # ddp v1 builds no fixed trace
+    assert _after_fix_url(old, scenarios.get("ddp").instance("canonical", version=1)) is None

@@ -12,6 +12,7 @@ twin show it read-only to whoever holds the link, on the open explorer's URLs.
 from __future__ import annotations
 
 from collections import defaultdict
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import JSONResponse, RedirectResponse
@@ -128,7 +129,16 @@ def _report(a, attempt: dict | None = None) -> dict:
             "segments": evidence.segments(a.narration, a.report), "traps": key["traps"],
             "arithmetic": key["expected"].get("arithmetic", ""), "confirmation": key["confirmation"],
             "decisive": key["decisive_measurement"], "discipline": key["discipline"],
-            "scenario": {"id": a.scenario, "title": inst.scenario.title}, "t0_marks": key["marks"]}
+            "scenario": {"id": a.scenario, "title": inst.scenario.title}, "t0_marks": key["marks"],
+            "after_fix_url": _after_fix_url(a, inst)}
+
+
+def _after_fix_url(a, inst) -> str | None:
+    """The open explorer's trace of this instance after its fix, where its version builds one
+    (the report then shows the expected win as a trace, not only as arithmetic)."""
+    if inst.version not in inst.scenario.fixable:
+        return None
+    return f"/scenarios/{a.scenario}/{a.seed}?" + urlencode(practice.link_params(a) + [("fixed", "1")])
 
 
 @router.get("/practice/{aid}/report.json")
