@@ -88,8 +88,8 @@ JUDGED_QUANTILES = {"kernel_gap_us": (10, 50, 90), "launch_delay_us": (10, 50, 9
 PATHOLOGY_SHAPED = {
     ("launch-bound", "kernel_gap_us"): "the GPU waits on each launch: gaps of several µs are the case",
     ("launch-bound", "launch_delay_us"): ("a fifth of the kernels are launched while a weight GEMV still runs and "
-                                          "wait behind it, up to its length; the others start 1-3 µs after their "
-                                          "launch, as on the real traces"),
+                                          "wait behind it, up to its length; the others start within ~3 µs of "
+                                          "their launch call's return, a few before it, as on the real traces"),
 }
 
 

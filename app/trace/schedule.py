@@ -55,6 +55,9 @@ def launch_and_run(cpu_t0: int, cpu_cost: np.ndarray, launch_offset: np.ndarray,
     n = len(cpu_cost)
     op_start = in_order(np.full(n, cpu_t0, np.int64), cpu_cost, 0, cpu_t0)
     launch_start = op_start + launch_offset
+    # A negative latency (a kernel timestamped before its call returned) never puts the
+    # kernel before the call began: at most all but 300 ns of the call.
+    launch_latency = np.maximum(launch_latency, 300 - np.asarray(launch_dur, np.int64))
     ready = launch_start + launch_dur + launch_latency
     k_start = in_order(ready, kernel_dur, gpu_gap, gpu_t0)
     launch_dur = np.asarray(launch_dur, np.int64)
