@@ -282,3 +282,34 @@ def test_tool_options_on_the_command_line():
     na = subprocess.run([sys.executable, "-m", "app", "tool", "launch-bound", "--seed", "1", "per-rank"],
                         capture_output=True, text=True, timeout=120)
     assert na.returncode == 0 and na.stdout.startswith("per-rank does not apply here: a single GPU")
+
+
+@pytest.mark.parametrize("sid", list(scenarios.REGISTRY))
+def test_ncu_prints_the_rows_ncu_prints_and_sets_ours_apart(sid):
+    """Speed Of Light as ncu prints it (L1/TEX, L2, SM Active Cycles included), at the clocks the
+    trace ran at (--clock-control none: ncu locks to base by default); the roofline arithmetic
+    ncu only draws comes after, labelled as ours, never inside ncu's section."""
+    inst = scenarios.get(sid).instance("canonical")
+    out = tools.run("ncu", inst)
+    assert "--clock-control none" in out.splitlines()[0]
+    sol, ours = out.split("Trace Dojo notes", 1)
+    rows = [m.group(1).strip() for m in re.finditer(r"^    (\S.*?)\s{2,}\S*\s+[\d,.]+$", sol, re.M)]
+    assert rows == ["DRAM Frequency", "SM Frequency", "Elapsed Cycles", "Memory Throughput", "DRAM Throughput",
+                    "Duration", "L1/TEX Cache Throughput", "L2 Cache Throughput", "SM Active Cycles",
+                    "Compute (SM) Throughput"]
+    assert "Ridge Point" in ours and "Problem Shape" in ours
+    p = tools.kernels.profile(inst)
+    assert p["memory_throughput_pct"] == max(p["dram_throughput_pct"], p["l2_throughput_pct"], p["l1tex_throughput_pct"])
+    assert p["sm_frequency_ghz"] == round(inst.artifacts["gpus"][0]["sm_clock_mhz"] / 1e3, 2)
+    assert 0 < p["sm_active_cycles"] < p["elapsed_cycles"]
+
+
+@pytest.mark.parametrize("sid", list(scenarios.REGISTRY))
+def test_ncu_sm_active_cycles_count_the_sms_a_grid_leaves_idle(sid):
+    """SM Active Cycles is the mean over SMs: a grid of fewer blocks than SMs, or a last wave
+    that fills only some, leaves the rest idle (one block per SM)."""
+    p = tools.kernels.profile(scenarios.get(sid).instance("canonical"))
+    sms = physics.GPUS[p["gpu"]].num_sms
+    blocks = p["grid"][0] * p["grid"][1] * p["grid"][2]
+    share = blocks / (-(-blocks // sms) * sms)
+    assert p["sm_active_cycles"] / p["elapsed_cycles"] == pytest.approx(share * 0.985, rel=0.01)

@@ -70,6 +70,33 @@ def _choose(inst, kernel: str | None) -> dict:
     return table[0]
 
 
+# Peak L2 bandwidth (TB/s), from published microbenchmarks of each part (H100: Chips and Cheese
+# and Citadel's Hopper study, ~7-8 TB/s; A100: ~5 TB/s; L40S, Ada's large L2: ~4.5), the
+# yardstick of ncu's "L2 Cache Throughput" here. L1/TEX (shared memory included) peaks at
+# 128 bytes per clock per SM on each of these parts.
+L2_TBPS = {"H100": 8.0, "H200": 8.0, "A100": 5.0, "L40S": 4.5}
+L1_BYTES_PER_CLOCK_PER_SM = 128
+# A tensor-core kernel's operands reach the SMs from L2 once per output tile: an Mt x Nt tile
+# does 2 Mt Nt FLOPs per K step and reads Mt + Nt operand elements, so its L2 traffic is
+# FLOPs x (Mt + Nt) / (2 Mt Nt) elements whatever the DRAM traffic (the tile from the kernel's
+# name, 128x128 where it names none); within the SM each operand is read from shared memory
+# by the warps of the tile, about twice that.
+DEFAULT_TILE = (128, 128)
+_TILE = re.compile(r"(?:tilesize)?(\d{2,3})x(\d{2,3})")
+
+
+# Hopper's TMA multicasts each operand tile to the CTAs of a cluster (2 on cuBLAS's and
+# CUTLASS 3's usual sm90 shapes), halving what L2 serves.
+SM90_CLUSTER = 2
+
+
+def _l2_bytes_per_flop(name: str, dtype: str | None, arch: str) -> float:
+    m = _TILE.search(name)
+    mt, nt = (int(m.group(1)), int(m.group(2))) if m else DEFAULT_TILE
+    elem = 1 if (dtype or "").startswith("fp8") else 2
+    return (mt + nt) / (2 * mt * nt) * elem / (SM90_CLUSTER if arch == "sm90" else 1)
+
+
 def _launch(inst, name: str) -> tuple[int, tuple, tuple]:
     """The kernel's stream and launch configuration, as the trace records them."""
     t = inst.trace(0)
@@ -102,6 +129,17 @@ def profile(inst, kernel: str | None = None) -> dict:
     stream, grid, block = _launch(inst, name)
     tflops = flops / (dur_us * 1e-6) / 1e12
     dram_pct = dram_bytes / (dur_us * 1e-6) / (gpu.mem_tbps * 1e12) * 100
+    sm_hz = g0["sm_clock_mhz"] * 1e6
+    tiled = e.get("role") in ("gemm", "attn") or bool(e.get("shape"))
+    l2_bytes = max(dram_bytes, flops * _l2_bytes_per_flop(name, dtype, gpu.arch)) if tiled else dram_bytes
+    l1_bytes = 2 * l2_bytes if tiled else l2_bytes
+    l2_pct = min(99.0, l2_bytes / (dur_us * 1e-6) / (L2_TBPS.get(gpu.key, 2.5 * gpu.mem_tbps) * 1e12) * 100)
+    l1_pct = min(99.0, l1_bytes / (dur_us * 1e-6) / (gpu.num_sms * L1_BYTES_PER_CLOCK_PER_SM * sm_hz) * 100)
+    # SM Active Cycles is the mean over SMs: a grid of fewer blocks than SMs, or a last wave
+    # that fills only some, leaves SMs idle for part of the kernel (one block per SM assumed).
+    ctas = int(np.prod(grid))
+    waves = max(1, -(-ctas // gpu.num_sms))
+    active_share = min(1.0, ctas / (waves * gpu.num_sms)) * 0.985
     compute_pct = tflops / peak * 100
     ai = flops / min_bytes if min_bytes else 0.0
     achieved_ai = flops / dram_bytes if dram_bytes else 0.0
@@ -115,7 +153,10 @@ def profile(inst, kernel: str | None = None) -> dict:
         "duration_us": round(dur_us, 2), "flops": flops, "min_bytes": min_bytes, "dram_bytes": dram_bytes,
         "dram_frequency_ghz": round(gpu.mem_clock_mhz / 1e3, 2), "sm_frequency_ghz": round(g0["sm_clock_mhz"] / 1e3, 2),
         "elapsed_cycles": int(dur_us * g0["sm_clock_mhz"]),
+        "sm_active_cycles": round(dur_us * g0["sm_clock_mhz"] * active_share, 2),
         "dram_throughput_pct": round(dram_pct, 2), "compute_throughput_pct": round(compute_pct, 2),
+        "l1tex_throughput_pct": round(l1_pct, 2), "l2_throughput_pct": round(l2_pct, 2),
+        "memory_throughput_pct": round(max(dram_pct, l1_pct, l2_pct), 2),
         "achieved_tflops": round(tflops, 1), "peak_tflops": round(peak, 1), "mem_tbps": gpu.mem_tbps,
         "arithmetic_intensity": round(ai, 1), "achieved_intensity": round(achieved_ai, 1),
         "ridge_point": round(peak / gpu.mem_tbps, 1), "roof_tflops": round(roof, 1),
@@ -154,24 +195,32 @@ def _section(title: str, rows: list[tuple[str, str, str]]) -> list[str]:
 
 
 def ncu(inst, kernel: str | None = None) -> str:
+    """What `ncu --set full` prints for the kernel's Speed Of Light section, then, set apart
+    and labelled as ours, the roofline arithmetic ncu draws as a chart but does not print.
+    `--clock-control none`: ncu locks clocks to base by default, which would not be the
+    clocks the trace ran at (a throttled GPU's story is in its clock)."""
     p = profile(inst, kernel)
     short = re.escape(p["kernel"].removeprefix("void ").split("(")[0].split("<")[0][:40])
     g, b = p["grid"], p["block"]
-    out = [f"$ ncu --set full -k regex:{short} -c 1 {program(inst)}", "",
+    out = [f"$ ncu --clock-control none --set full -k regex:{short} -c 1 {program(inst)}", "",
            f"  {p['kernel']} ({g[0]}, {g[1]}, {g[2]})x({b[0]}, {b[1]}, {b[2]}), Context 1, Stream {p['stream']}, "
            f"Device 0, CC {p['cc']}"]
     out += _section("GPU Speed Of Light Throughput", [
         ("DRAM Frequency", "Ghz", f"{p['dram_frequency_ghz']:.2f}"),
         ("SM Frequency", "Ghz", f"{p['sm_frequency_ghz']:.2f}"),
         ("Elapsed Cycles", "cycle", f"{p['elapsed_cycles']:,}"),
-        ("Memory Throughput", "%", f"{p['dram_throughput_pct']:.2f}"),
+        ("Memory Throughput", "%", f"{p['memory_throughput_pct']:.2f}"),
         ("DRAM Throughput", "%", f"{p['dram_throughput_pct']:.2f}"),
         ("Duration", "us", f"{p['duration_us']:.2f}"),
+        ("L1/TEX Cache Throughput", "%", f"{p['l1tex_throughput_pct']:.2f}"),
+        ("L2 Cache Throughput", "%", f"{p['l2_throughput_pct']:.2f}"),
+        ("SM Active Cycles", "cycle", f"{p['sm_active_cycles']:,.2f}"),
         ("Compute (SM) Throughput", "%", f"{p['compute_throughput_pct']:.2f}")])
     out.append(f"    {_rule(p)}")
     out.append("")
     shape = ", ".join(f"{k}={v}" for k, v in p["shape"].items()) if p["shape"] else "n/a"
-    out += _section("GPU Speed Of Light Roofline Chart", [
+    out += ["  Trace Dojo notes: the roofline arithmetic from the same figures (ncu draws the chart, it prints none of this)"]
+    out += _section("Roofline arithmetic", [
         ("Problem Shape", "", shape),
         ("Work", "GFLOP", f"{p['flops'] / 1e9:,.2f}"),
         ("Minimum Bytes (each operand once)", "MB", f"{p['min_bytes'] / 1e6:,.1f}"),
@@ -183,7 +232,7 @@ def ncu(inst, kernel: str | None = None) -> str:
         ("Roof at Achieved Intensity", "TFLOP/s", f"{p['roof_tflops']:,.1f}"),
         (f"Peak ({p['dtype'].split('_')[0].upper()} tensor)", "TFLOP/s", f"{p['peak_tflops']:,.1f}")])
     side = "below" if p["bound"] == "memory" else "above"
-    out.append(f"    INF   The kernel sits {side} the ridge point: it is {p['bound']}-bound "
+    out.append(f"    The kernel sits {side} the ridge point: it is {p['bound']}-bound "
                f"({p['achieved_intensity']:.1f} vs {p['ridge_point']:.1f} FLOP/byte).")
     return "\n".join(out)
 
