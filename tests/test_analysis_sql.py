@@ -108,10 +108,12 @@ def test_row_limit_truncates(ddp):
 
 @pytest.mark.timed
 def test_byte_limit_truncates_big_cells_quickly(ddp):
-    """1000 cells of 1 MB were a 1 GB response after 10 s; the byte limit stops the fetch."""
+    """1000 cells of 1 MB were a 1 GB response after 10 s; the byte limit stops the fetch after
+    two rows. What time remains is DuckDB's own: it runs this query to its end before the first
+    row comes back (1-4.5 s on a loaded two-CPU machine; CI once took 3.6 s against a 3 s bound)."""
     t0 = time.perf_counter()
     r = sql.run(ddp, "SELECT repeat('x', 1000000) AS s FROM range(1000)", sql.Limits(max_bytes=2_500_000))
-    assert r.truncated and len(r.rows) == 2 and time.perf_counter() - t0 < 3
+    assert r.truncated and len(r.rows) == 2 and time.perf_counter() - t0 < 6
     small = sql.run(ddp, "SELECT id, name FROM slice", sql.Limits(max_bytes=10_000))
     assert small.truncated and 0 < sum(len(json.dumps(row, separators=(",", ":"))) for row in small.rows) <= 10_000
 
