@@ -94,8 +94,9 @@ from typing import Literal
 import numpy as np
 from pydantic import model_validator
 
-from app import physics, training, workload
-from app.scenario import Built, Hint, Scenario, ScenarioParams, gpu_clock_report, make_key, new_builder, obs, param
+from app import hosttime, physics, training, workload
+from app.scenario import (Built, Hint, Scenario, ScenarioParams, building, gpu_clock_report, make_key, new_builder,
+                          obs, param)
 from app.trace import intervals
 from app.trace.builder import Kind, KernelInfo, TraceBuilder
 from app.trace.emit import Launched, cpu_span, launch_phase, memcpy
@@ -377,23 +378,59 @@ class _Recipe:
 def _phase(b: TraceBuilder, *, pid: int, tid: int, stream: int, ops: np.ndarray, kernels: np.ndarray,
            dur_ns: np.ndarray, cpu_t0: int, gpu_t0: int, overhead: np.ndarray, launch: np.ndarray,
            gap: np.ndarray | int, free_after: np.ndarray | None = None,
-           pending: np.ndarray | None = None) -> Launched:
+           pending: np.ndarray | None = None, latency: np.ndarray | int = 3_000) -> Launched:
     """launch_phase with CPU time left free after chosen ops (`free_after`, ns: the thread
-    launches ZeRO-2's reduce-scatters there)."""
+    launches ZeRO-2's reduce-scatters there; version 2 also the Python between ops)."""
     done = launch_phase(b, host_pid=pid, cpu_tid=tid, gpu_pid=0, stream=stream, op_names=ops, kernel_names=kernels,
                         kernel_dur_ns=dur_ns, cpu_t0=cpu_t0, gpu_t0=gpu_t0, op_overhead_ns=overhead,
-                        launch_ns=launch, gpu_gap_ns=gap, free_after_ns=free_after, pending_kernel_start=pending)
+                        launch_ns=launch, gpu_gap_ns=gap, free_after_ns=free_after, pending_kernel_start=pending,
+                        launch_latency_ns=latency)
     return done
 
 
+def _overheads(rng: np.random.Generator, n: int, mean_us: float, timing: hosttime.HostTiming,
+               v2: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Framework time before each launch, and the launch call: version 2's calls as measured,
+    scaled to LAUNCH_MEAN_US (a GPU-bound host's cudaLaunchKernel: median ~5 µs)."""
+    if not v2:
+        return training.op_overheads_ns(rng, n, mean_us)
+    overhead = (np.maximum(rng.gamma(4.0, mean_us / 4.0, n), 1.0) * 1e3).astype(np.int64)
+    return overhead, timing.launch_calls_ns(rng, n, mean_us=LAUNCH_MEAN_US)
+
+
+def _host_v2(rng: np.random.Generator, timing: hosttime.HostTiming, n: int) -> dict:
+    """Version 2's per-launch host timing: the kernel's start after its launch returns (idle
+    GPU), and the Python and dispatcher time between one op's end and the next op's start
+    (never zero on a real thread)."""
+    return {"latency": timing.launch_latency_ns(rng, n),
+            "between": hosttime._lognormal_ns(rng, n, BETWEEN_FLOOR_US, BETWEEN_MEDIAN_US, BETWEEN_SIGMA, 1_000.0)}
+
+
+def _last_copy_start(b: TraceBuilder) -> int:
+    """The start of the copy the builder emitted last (loss.item()'s DtoH, placed by sync_on_loss)."""
+    last = next(c for c in reversed(b._chunks) if int(c[0][0]) == int(Kind.MEMORY))
+    return int(last[5][-1])
+
+
+# Version 2's Python between two ops of a GPU-bound eager step (the module call, hooks, the
+# next line): p10 ~9, p50 12, p90 ~17 µs, inside the real traces' bounds (fidelity.py) at their
+# lower end, as a tight training loop with no per-op Python of its own sits.
+BETWEEN_FLOOR_US, BETWEEN_MEDIAN_US, BETWEEN_SIGMA = 4.0, 12.0, 0.35
+LAUNCH_MEAN_US = 6.0
 COMM_CPU_NS = 115_000  # c10d::_reduce_scatter_base_ and what it nests, on the autograd thread
 
 
 def _reduce_scatter(b: TraceBuilder, *, pid: int, tid: int, stream: int, world: int, cpu_at: np.ndarray,
-                    gpu_ready: np.ndarray, elems: np.ndarray, dur_ns: np.ndarray, nccl_free: int) -> np.ndarray:
+                    gpu_ready: np.ndarray, elems: np.ndarray, dur_ns: np.ndarray, nccl_free: int,
+                    rng: np.random.Generator | None = None,
+                    timing: hosttime.HostTiming = hosttime.V1) -> np.ndarray:
     """One bucketed reduce-scatter per bucket, launched in the CPU window at `cpu_at`; the NCCL stream
-    waits on an event recorded when the bucket's last gradient landed. Returns kernel starts."""
+    waits on an event recorded when the bucket's last gradient landed. Returns kernel starts.
+    With `rng` (version 2) each host row's offset and length varies as measured."""
     n = len(cpu_at)
+    if rng is not None:
+        return _collective_v2(b, pid=pid, tid=tid, stream=stream, world=world, cpu_at=cpu_at, gpu_ready=gpu_ready,
+                              elems=elems, dur_ns=dur_ns, nccl_free=nccl_free, rng=rng, timing=timing)
     ranks = str(list(range(world)))
     coll = [{"Collective name": "_reduce_scatter_base", "In msg nelems": int(e), "Out msg nelems": int(e) // world,
              "Group size": world, "dtype": "BFloat16", "In split size": "[]", "Out split size": "[]",
@@ -413,6 +450,55 @@ def _reduce_scatter(b: TraceBuilder, *, pid: int, tid: int, stream: int, world: 
     b.add(Kind.RUNTIME, "cuda_runtime", "cudaLaunchKernel", pid, tid, cpu_at + 45_000, 9_000, ext=ext, corr=corr)
     ready = np.maximum(cpu_at + 54_000 + 3_000, gpu_ready + 4_000)
     start = in_order(ready, dur_ns, 2_000, nccl_free)
+    name = b.kernel(NCCL_RS, KernelInfo(grid=(24, 1, 1), block=(640, 1, 1), registers_per_thread=96,
+                                        shared_memory=87_568))
+    b.add(Kind.KERNEL, "kernel", np.full(n, name, np.int32), 0, stream, start, dur_ns, ext=ext, corr=corr,
+          extra=coll)
+    return start
+
+
+
+def _collective_v2(b: TraceBuilder, *, pid: int, tid: int, stream: int, world: int, cpu_at: np.ndarray,
+                   gpu_ready: np.ndarray, elems: np.ndarray, dur_ns: np.ndarray, nccl_free: int,
+                   rng: np.random.Generator, timing: hosttime.HostTiming) -> np.ndarray:
+    """Version 2's bucketed collective rows: the same nesting as version 1 (the c10d op, its
+    record_param_comms and NCCL annotation, the event record and wait, the launch), each
+    row's offset and length varied as measured, the chain kept inside the thread's window."""
+    n = len(cpu_at)
+    # nominal ns between the rows of one launch, as version 1 places them
+    steps = np.array([2_000, 5_000, 13_000, 5_000, 3_000, 3_000, 3_000, 11_000])
+    f = np.clip(rng.lognormal(0.0, 0.1, (n, len(steps))), 0.75, 1.35)
+    off = np.cumsum(steps * f, axis=1)
+    launch = timing.launch_calls_ns(rng, n)
+    tail = np.clip(rng.lognormal(0.0, 0.1, (n, 3)), 0.75, 1.35) * [40_000, 2_000, 4_000]
+    total = off[:, -1] + launch + tail.sum(axis=1)
+    scale = np.minimum(1.0, (COMM_CPU_NS - 3_000) / total)  # never past the window the thread left free
+    off, launch, tail = off * scale[:, None], (launch * scale).astype(np.int64), tail * scale[:, None]
+    c10d, rpc, ann = cpu_at + off[:, 0].astype(np.int64), cpu_at + off[:, 1].astype(np.int64), cpu_at + off[:, 2].astype(np.int64)
+    rec0, rec_d = cpu_at + off[:, 3].astype(np.int64), (off[:, 4] - off[:, 3]).astype(np.int64)
+    wait0, wait_d = cpu_at + off[:, 5].astype(np.int64), (off[:, 6] - off[:, 5]).astype(np.int64)
+    ln0 = cpu_at + off[:, 7].astype(np.int64)
+    ann_end = ln0 + launch + tail[:, 0].astype(np.int64)
+    rpc_end = ann_end + tail[:, 1].astype(np.int64)
+    c10d_end = rpc_end + tail[:, 2].astype(np.int64)
+    ranks = str(list(range(world)))
+    coll = [{"Collective name": "_reduce_scatter_base", "In msg nelems": int(e), "Out msg nelems": int(e) // world,
+             "Group size": world, "dtype": "BFloat16", "In split size": "[]", "Out split size": "[]",
+             "Process Group Name": "0", "Process Group Description": "default_pg", "Process Group Ranks": ranks}
+            for e in elems.tolist()]
+    b.add(Kind.CPU, "cpu_op", "c10d::_reduce_scatter_base_", pid, tid, c10d, c10d_end - c10d, ext=b.external_ids(n))
+    b.add(Kind.CPU, "cpu_op", "record_param_comms", pid, tid, rpc, rpc_end - rpc, ext=b.external_ids(n),
+          extra=[{**c, "Global rank start": 0, "Global rank stride": 1} for c in coll])
+    b.add(Kind.CPU, "user_annotation", "nccl:_reduce_scatter_base", pid, tid, ann, ann_end - ann,
+          ext=b.external_ids(n))
+    b.add(Kind.RUNTIME, "cuda_runtime", "cudaEventRecord", pid, tid, rec0, rec_d, ext=b.external_ids(n),
+          corr=b.correlation_ids(n))
+    b.add(Kind.RUNTIME, "cuda_runtime", "cudaStreamWaitEvent", pid, tid, wait0, wait_d, ext=b.external_ids(n),
+          corr=b.correlation_ids(n))
+    corr, ext = b.correlation_ids(n), b.external_ids(n)
+    b.add(Kind.RUNTIME, "cuda_runtime", "cudaLaunchKernel", pid, tid, ln0, launch, ext=ext, corr=corr)
+    ready = np.maximum(ln0 + launch + timing.launch_latency_ns(rng, n), gpu_ready + timing.kernel_gaps_ns(rng, n))
+    start = in_order(ready, dur_ns, timing.kernel_gaps_ns(rng, n), nccl_free)
     name = b.kernel(NCCL_RS, KernelInfo(grid=(24, 1, 1), block=(640, 1, 1), registers_per_thread=96,
                                         shared_memory=87_568))
     b.add(Kind.KERNEL, "kernel", np.full(n, name, np.int32), 0, stream, start, dur_ns, ext=ext, corr=corr,
@@ -483,6 +569,11 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
 
     first_step = int(rng.integers(200, 5_000))
     gap_ns = int(p.kernel_gap_us * 1e3)
+    v2 = building() >= 2
+    # Version 2 draws every host row and stream gap as real traces show them (docstring);
+    # version 1 keeps its constants, draw for draw.
+    timing = hosttime.MEASURED_2 if v2 else hosttime.V1
+    h = (lambda ns: timing.host_ns(rng, int(ns))) if v2 else int  # noqa: E731
     now = t0
     gpu_free = t0
     nccl_free = t0
@@ -492,39 +583,50 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
     lead, blocked = [], []
     for i in range(p.steps):
         s0 = now
-        dl_end = now + int(p.host_prologue_ms * 0.45e6)
-        cpu_span(b, "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", pid, pid, now + 40_000, dl_end)
+        dl_end = now + h(p.host_prologue_ms * 0.45e6)
+        cpu_span(b, "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", pid, pid, now + h(40_000), dl_end)
         h2d_bytes = p.seq * 8 * 2  # int64 input ids and labels
-        h2d_start = max(dl_end + 60_000, gpu_free + gap_ns)
-        h2d_ns = int(h2d_bytes / 20e9 * 1e9) + 2_000
+        h2d_start = max(dl_end + h(60_000), gpu_free + (int(timing.launch_latency_ns(rng, 1)[0]) if v2 else gap_ns))
+        h2d_ns = int(h2d_bytes / 20e9 * 1e9) + (h(2_000) if v2 else 2_000)
         memcpy(b, host_pid=pid, cpu_tid=pid, gpu_pid=0, stream=7, kind="HtoD_pinned", nbytes=h2d_bytes,
-               cpu_start_ns=dl_end + 20_000, api_ns=10_000, gpu_start_ns=h2d_start, gpu_dur_ns=h2d_ns,
+               cpu_start_ns=dl_end + h(20_000), api_ns=h(10_000), gpu_start_ns=h2d_start, gpu_dur_ns=h2d_ns,
                op_name="aten::copy_")
-        launch_t0 = now + int(p.host_prologue_ms * 1e6)
+        launch_t0 = now + h(p.host_prologue_ms * 1e6)
         f_ns = (base_f * rng.normal(1.0, 0.012, len(base_f)).clip(0.96, 1.04)).astype(np.int64)
         b_ns = (base_b * rng.normal(1.0, 0.012, len(base_b)).clip(0.96, 1.04)).astype(np.int64)
         sum_f += f_ns
         sum_b += b_ns
-        oh, ln = training.op_overheads_ns(rng, len(f_ns), p.op_overhead_us)
-        gaps_f = rng.integers(int(gap_ns * 0.8), int(gap_ns * 1.2) + 1, len(f_ns))
+        oh, ln = _overheads(rng, len(f_ns), p.op_overhead_us, timing, v2)
+        host_f = _host_v2(rng, timing, len(f_ns)) if v2 else {}
+        gaps_f = (timing.kernel_gaps_ns(rng, len(f_ns)) if v2
+                  else rng.integers(int(gap_ns * 0.8), int(gap_ns * 1.2) + 1, len(f_ns)))
         f = _phase(b, pid=pid, tid=pid, stream=7, ops=ops_f, kernels=ker_f, dur_ns=f_ns, cpu_t0=launch_t0,
-                   gpu_t0=h2d_start + h2d_ns + gap_ns, overhead=oh, launch=ln, gap=gaps_f)
-        cpu_span(b, "DeepSpeedEngine.forward", pid, pid, launch_t0 - 2_000, f.cpu_end + 3_000)
-        oh, ln = training.op_overheads_ns(rng, len(b_ns), p.op_overhead_us)
-        gaps_b = rng.integers(int(gap_ns * 0.8), int(gap_ns * 1.2) + 1, len(b_ns))
+                   gpu_t0=h2d_start + h2d_ns + (int(gaps_f[0]) if v2 else gap_ns), overhead=oh, launch=ln,
+                   gap=gaps_f, free_after=host_f.get("between"), latency=host_f.get("latency", 3_000))
+        cpu_span(b, "DeepSpeedEngine.forward", pid, pid, launch_t0 - h(2_000), f.cpu_end + h(3_000))
+        oh, ln = _overheads(rng, len(b_ns), p.op_overhead_us, timing, v2)
+        host_b = _host_v2(rng, timing, len(b_ns)) if v2 else {}
+        gaps_b = (timing.kernel_gaps_ns(rng, len(b_ns)) if v2
+                  else rng.integers(int(gap_ns * 0.8), int(gap_ns * 1.2) + 1, len(b_ns)))
         bw = _phase(b, pid=pid, tid=autograd_tid, stream=7, ops=ops_b, kernels=ker_b, dur_ns=b_ns,
-                    cpu_t0=f.cpu_end + 30_000, gpu_t0=f.gpu_end + gap_ns, overhead=oh, launch=ln, gap=gaps_b,
-                    free_after=free_after, pending=f.kernel_start)
-        bw_span_end = int(bw.op_end.max()) + COMM_CPU_NS + 20_000
-        cpu_span(b, "DeepSpeedEngine.backward", pid, pid, f.cpu_end + 10_000, bw_span_end)
+                    cpu_t0=f.cpu_end + h(30_000), gpu_t0=f.gpu_end + (int(gaps_b[0]) if v2 else gap_ns), overhead=oh,
+                    launch=ln, gap=gaps_b, free_after=free_after + host_b["between"] if v2 else free_after,
+                    pending=f.kernel_start, latency=host_b.get("latency", 3_000))
+        bw_span_end = int(bw.op_end.max()) + COMM_CPU_NS + h(20_000)
+        cpu_span(b, "DeepSpeedEngine.backward", pid, pid, f.cpu_end + h(10_000), bw_span_end)
         rs_dur = (rs_ns * rng.normal(1.0, 0.01, len(rs_ns)).clip(0.97, 1.03)).astype(np.int64)
         rs_start = _reduce_scatter(b, pid=pid, tid=autograd_tid, stream=nccl_stream, world=n_ranks,
                                    cpu_at=bw.op_end[close_pos], gpu_ready=bw.kernel_end[close_pos],
-                                   elems=bucket_elems, dur_ns=rs_dur, nccl_free=nccl_free)
+                                   elems=bucket_elems, dur_ns=rs_dur, nccl_free=nccl_free,
+                                   rng=rng if v2 else None, timing=timing)
         nccl_free = int(rs_start[-1] + rs_dur[-1])
-        item_t0 = bw_span_end + 10_000
-        t_end = training.sync_on_loss(b, topo, cpu_t0=item_t0, gpu_done=bw.gpu_end)
-        dtoh_start = max(bw.gpu_end + 2_000, item_t0 + 20_000)
+        item_t0 = bw_span_end + h(10_000)
+        if v2:  # the copy lands where sync_on_loss puts it: read it back off the builder's last copy
+            t_end = training.sync_on_loss(b, topo, cpu_t0=item_t0, gpu_done=bw.gpu_end, rng=rng, timing=timing)
+            dtoh_start = _last_copy_start(b)
+        else:
+            t_end = training.sync_on_loss(b, topo, cpu_t0=item_t0, gpu_done=bw.gpu_end)
+            dtoh_start = max(bw.gpu_end + 2_000, item_t0 + 20_000)
         cpu_span(b, f"ProfilerStep#{first_step + i}", pid, pid, s0, t_end)
         comp_s += [np.array([h2d_start]), f.kernel_start, bw.kernel_start, np.array([dtoh_start])]
         comp_e += [np.array([h2d_start + h2d_ns]), f.kernel_end, bw.kernel_end, np.array([dtoh_start + 1_600])]
@@ -535,7 +637,7 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
         blocked.append((f.blocked_launches + bw.blocked_launches) / (len(f_ns) + len(b_ns)) * 100)
         steps.append({"start": s0, "end": t_end})
         gpu_free = dtoh_start + 1_600
-        now = t_end + 15_000
+        now = t_end + (h(15_000) if v2 else 15_000)
     trace = b.build()
     return _key_and_artifacts(p, gpu, rec, seed, trace, steps, comp_s, comp_e, nccl_s, nccl_e,
                               sum_f / p.steps, sum_b / p.steps, after_f, after_b, base_f, base_b, cls_f, cls_b,
