@@ -155,10 +155,13 @@ def test_version_2_seeds_fit_in_memory_with_the_fix():
     activations at the fix's micro-batch 4: within 90% of HBM on every seed (version 1's
     30B canonical needed ~113 GB of an 80 GB H100)."""
     gpu = physics.GPUS["H100"]
+    cap = sg.feasibility.efficiency_cap("sm90", "gemm_bf16")
     for p in v2_params():
         _, cfg = sg.model_v2(p.model_params_b, p.hidden)
         mem = sg.memory_v2(cfg, p.world_size, 4 * p.seq)
         assert mem.share_of(gpu) <= 0.90, (p, mem.describe(gpu))
+        # the GEMM efficiencies each seed draws stay under the best published cuBLAS on H100
+        assert p.large_gemm_eff < cap and sg.ASSUMED_GEMM_EFF < cap and p.dram_frac <= 0.95
     old = sg.feasibility.training_memory(30.2e9, world=8, tokens_per_gpu=1024, hidden=4096, layers=148,
                                          sharding="zero2", master_fp32=True)
     assert not old.fits(gpu)  # the defect version 2 removes
