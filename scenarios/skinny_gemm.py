@@ -125,8 +125,14 @@ Version 2 (what the numbers above become; version 1 keeps them, byte for byte):
   forward's mean kernel 20% above the host's time per op (else the forward is launch-bound)
   and the reduce within 90% of the micro-step (else it cannot hide).
 
+The trace after the fix (version 2, `fixed()`): the same instance at micro-batch 4 (M = 4 x
+seq, accumulation / 4, the same global batch): the same kernels, each at its 4 x seq time (the
+recipe's after_ns, the numbers the key's expected step sums), its GEMMs under cuBLAS's
+large-tile Hopper kernel; the same reduces per micro-step, now under a 4x longer one. Its step
+per seq-token equivalent (the micro-step / 4) lands within ~0.1% of the key's expected step.
+
 Versions: 1, first model. 2, the real models, memory, world sizes, Hopper names, DeepSpeed's
-reduces and measured host timing above.
+reduces and measured host timing above, and the fixed build.
 """
 
 from __future__ import annotations
@@ -139,8 +145,8 @@ import numpy as np
 from pydantic import model_validator
 
 from app import feasibility, hosttime, physics, training, workload
-from app.scenario import (Built, Hint, InstanceError, Scenario, ScenarioParams, building, gpu_clock_report, make_key,
-                          new_builder, obs, param)
+from app.scenario import (Built, Hint, InstanceError, Scenario, ScenarioParams, building, fixed, gpu_clock_report,
+                          make_key, new_builder, obs, param)
 from app.trace import intervals
 from app.trace.builder import Kind, KernelInfo, TraceBuilder
 from app.trace.emit import Launched, cpu_span, launch_phase, memcpy
@@ -399,8 +405,13 @@ class _Recipe:
     """The kernels of one micro-step (forward on the main thread, backward on the autograd
     thread) with their physics durations now (T tokens) and after the fix (4T tokens)."""
 
-    def __init__(self, p: Params, gpu: physics.Gpu, model: dict | None = None):
-        """`model`: version 2's real config (its widths, depth, vocabulary and Hopper kernel names)."""
+    def __init__(self, p: Params, gpu: physics.Gpu, model: dict | None = None, tokens: int | None = None,
+                 large: bool = False):
+        """`model`: version 2's real config (its widths, depth, vocabulary and Hopper kernel names).
+        `tokens`, `large`: the fixed build's micro-step (4 x seq tokens) and its GEMMs, compute-bound
+        under cuBLAS's large-tile kernel (only the specs are used: its times are the `after_ns`
+        of the unfixed recipe, the same physics the key's expected step comes from)."""
+        self.large = large
         self.p, self.gpu, self.model = p, gpu, model
         self.v2 = model is not None
         if model is None:
@@ -409,7 +420,7 @@ class _Recipe:
             self.vocab = VOCAB
         else:
             self.h, self.f, self.layers, self.vocab = model["hidden"], model["ffn"], model["layers"], model["vocab"]
-        self.t = p.seq
+        self.t = tokens or p.seq
         self.bw = gpu.mem_tbps * 1e12
         self.peak = gpu.bf16_tflops * 1e12
         self.fwd: list[_Kernel] = []
@@ -451,6 +462,8 @@ class _Recipe:
         t = self.t
         cfg = self._config(weight, layout)
         m, n, k = _gemm_shape(t, k_in, n_out, layout)
+        if self.large:  # at M = 4 x seq every GEMM is compute-bound: cuBLAS's large tile
+            cfg = WGRAD
         tile_m, tile_n, threads, smem = CONFIG[cfg]
         regs = 168 if cfg == FAMILY else 232
         if self.v2:
@@ -743,6 +756,7 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
             raise InstanceError(f"{name} with ZeRO-2 on {p.world_size} GPUs at micro-batch 4 x {p.seq} tokens needs "
                                 f"{mem.describe(gpu)}, over the {feasibility.HBM_BUDGET:.0%} budget: use more GPUs")
     rec = _Recipe(p, gpu, model)
+    fx = fixed()
     n_ranks = p.world_size
     n_params = _count(model) if v2 else _param_count(rec.layers, p.hidden)
     base_f, after_f, cls_f = rec.arrays(rec.fwd)
@@ -773,8 +787,14 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
     nccl_stream = int(rng.choice([20, 28, 36]))
     topo = training.Topology(pid, pid, autograd_tid, 0, 7, nccl_stream=nccl_stream)
     topo.name_rows(b)
-    ops_f, ker_f = workload.intern(b, [k.spec for k in rec.fwd])
-    ops_b, ker_b = workload.intern(b, [k.spec for k in rec.bwd])
+    shown = rec
+    tokens = p.seq
+    if fx:  # the fix: micro-batch 4, each kernel at its 4 x seq time (the key's after_ns, per token x 4)
+        tokens = 4 * p.seq
+        shown = _Recipe(p, gpu, model, tokens=tokens, large=True)
+        base_f, base_b = after_f * 4, after_b * 4
+    ops_f, ker_f = workload.intern(b, [k.spec for k in shown.fwd])
+    ops_b, ker_b = workload.intern(b, [k.spec for k in shown.bwd])
 
     first_step = int(rng.integers(200, 5_000))
     gap_ns = int(p.kernel_gap_us * 1e3)
@@ -793,7 +813,7 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
         s0 = now
         dl_end = now + h(p.host_prologue_ms * 0.45e6)
         cpu_span(b, "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", pid, pid, now + h(40_000), dl_end)
-        h2d_bytes = p.seq * 8 * 2  # int64 input ids and labels
+        h2d_bytes = tokens * 8 * 2  # int64 input ids and labels
         h2d_start = max(dl_end + h(60_000), gpu_free + (int(timing.launch_latency_ns(rng, 1)[0]) if v2 else gap_ns))
         h2d_ns = int(h2d_bytes / 20e9 * 1e9) + (h(2_000) if v2 else 2_000)
         memcpy(b, host_pid=pid, cpu_tid=pid, gpu_pid=0, stream=7, kind="HtoD_pinned", nbytes=h2d_bytes,
@@ -855,12 +875,36 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
         gpu_free = dtoh_start + 1_600
         now = t_end + (h(15_000) if v2 else 15_000)
     trace = b.build()
+    if fx:
+        return _fixed_key(p, gpu, rng, trace, steps, comp_s, comp_e, nccl_s, nccl_e, len(base_f) + len(base_b))
     return _key_and_artifacts(p, gpu, rec, seed, trace, steps, comp_s, comp_e, nccl_s, nccl_e,
                               sum_f / p.steps, sum_b / p.steps, after_f, after_b, base_f, base_b, cls_f, cls_b,
                               bucket_elems if slices is None else slices[1], rs_ns, busbw, float(np.mean(lead)),
                               float(np.mean(blocked)), n_params,
                               np.percentile(np.concatenate(kgaps), [50, 90]) / 1e3 if v2 else None,
                               rng)
+
+
+def _fixed_key(p, gpu, rng, trace, steps, comp_s, comp_e, nccl_s, nccl_e, kernels) -> Built:
+    """What the trace after the fix measures: its micro-step of 4 x seq tokens, and the same per
+    seq-token equivalent the key's expected step states. The instance's key is the unfixed build's."""
+    starts = np.array([s["start"] for s in steps], np.int64)
+    lo, hi = starts[:-1], starts[1:]
+    micro_ms = float(np.median((hi - lo) / 1e6))
+    comp = _merged(comp_s, comp_e)
+    busy_pct = float(_covered(comp, lo, hi).sum() / (hi - lo).sum() * 100)
+    n_s, n_e = np.concatenate(nccl_s[:-1]), np.concatenate(nccl_e[:-1])
+    hidden_pct = float(_covered(comp, n_s, n_e).sum() / (n_e - n_s).sum() * 100)
+    fixed_key = {"fixed": True, "observations": [
+        obs("step_ms", f"per {p.seq}-token equivalent after the fix (the micro-step / 4)", micro_ms / 4, "ms"),
+        obs("microstep_ms", f"micro-step of micro-batch 4 x {p.seq} tokens", micro_ms, "ms"),
+        obs("gemm_m", "dominant GEMM M (micro-batch 4 x seq)", 4 * p.seq, "", 0),
+        obs("gpu_busy_pct", "compute-stream busy share of the micro-step", busy_pct, "%", 1),
+        obs("nccl_hidden_pct", "reduce time overlapped by compute kernels", hidden_pct, "%", 1),
+        obs("kernels_per_step", "compute kernels per micro-step", kernels, "kernels", 0),
+        obs("grad_accum", "micro-steps per optimizer step (the same global batch)", p.grad_accum // 4, "", 0)]}
+    return Built(key=fixed_key, artifacts={"gpus": gpu_clock_report(gpu, p.world_size, rng)},
+                 trace_for_rank=lambda rank: trace, ranks=1)
 
 
 def _key_and_artifacts(p, gpu, rec, seed, trace, steps, comp_s, comp_e, nccl_s, nccl_e, mean_f, mean_b,
@@ -1216,7 +1260,7 @@ def _write_key(p, gpu, rec, seed, trace, steps, observations, v, rng, mean_f, me
 
 
 scenario = Scenario(
-    id="skinny-gemm", version=2, older=(1,), title="The healthy trace: a skinny GEMM the timeline cannot see into",
+    id="skinny-gemm", version=2, older=(1,), fixable=(2,), title="The healthy trace: a skinny GEMM the timeline cannot see into",
     signature="Wall-to-wall GPU, comm hidden, CPU ahead; the top GEMM family is memory-bound at M=256",
     Params=Params, build=build,
     observations=("gpu_busy_pct", "top_kernel_share_pct", "gemm_m", "arithmetic_intensity", "ridge_point",
