@@ -123,7 +123,11 @@ def test_ncu_on_a_big_gemm_is_compute_bound(sid):
 
 def test_ncu_takes_a_kernel_regex():
     inst = scenarios.get("skinny-gemm").instance("canonical")
-    assert "128x256_ldg8_f2f_stages_64x3_nt (" in tools.run("ncu", inst, kernel="128x256.*_nt")
+    # version 2's Hopper names carry the layout mid-name (version 1: ampere_..._128x256_..._nt)
+    assert "_nt_n_tilesize128x256x64_warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_cublas (" in \
+        tools.run("ncu", inst, kernel="_nt_n_tilesize128x256")
+    old = scenarios.get("skinny-gemm").instance("canonical", version=1)
+    assert "128x256_ldg8_f2f_stages_64x3_nt (" in tools.run("ncu", old, kernel="128x256.*_nt")
     with pytest.raises(InstanceError, match="no profiled kernel matches"):
         tools.run("ncu", inst, kernel="^flash_attn_bwd")
     with pytest.raises(InstanceError, match="bad kernel regex"):
@@ -271,11 +275,11 @@ def test_tool_command_line():
 
 
 def test_tool_options_on_the_command_line():
-    ncu = subprocess.run([sys.executable, "-m", "app", "tool", "skinny-gemm", "--canonical", "ncu", "--kernel", "_nt$",
-                          "--json"], capture_output=True, text=True, timeout=120)
+    ncu = subprocess.run([sys.executable, "-m", "app", "tool", "skinny-gemm", "--canonical", "ncu", "--kernel",
+                          "_nt_n_", "--json"], capture_output=True, text=True, timeout=120)
     doc = json.loads(ncu.stdout)
     assert ncu.returncode == 0 and doc["applicable"] and doc["chart"]["kind"] == "roofline"
-    assert doc["chart"]["kernel"].endswith("_nt")
+    assert "_nt_n_" in doc["chart"]["kernel"]
     bad = subprocess.run([sys.executable, "-m", "app", "tool", "ddp", "--seed", "1", "ncu", "--kernel", "("],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "bad kernel regex" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
