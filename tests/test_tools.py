@@ -104,13 +104,21 @@ def test_per_rank_on_ddp_rejects_the_straggler_hypothesis():
 def test_ncu_on_the_skinny_gemm_reads_the_keys_figures(seed):
     inst = scenarios.get("skinny-gemm").instance(seed)
     out = tools.run("ncu", inst)
+    ncu_text, notes = out.split("Trace Dojo notes")
     metric = {m.group(1).strip(): float(m.group(2).replace(",", ""))
-              for m in re.finditer(r"^    (\S.*?)\s{2,}\S*\s+([\d,.]+)$", out, re.M)}
+              for m in re.finditer(r"^    (\S.*?)\s{2,}\S*\s+([\d,.]+)$", ncu_text, re.M)}
     assert metric["DRAM Throughput"] == pytest.approx(observation(inst.key, "dram_pct"), abs=0.1)
     assert metric["Compute (SM) Throughput"] == pytest.approx(observation(inst.key, "tensor_pct"), abs=0.1)
-    assert metric["Arithmetic Intensity (ideal)"] == pytest.approx(observation(inst.key, "arithmetic_intensity"), rel=0.01)
-    assert metric["Ridge Point"] == pytest.approx(observation(inst.key, "ridge_point"), rel=0.01)
-    assert "memory-bound" in out
+    # the rows ncu's Speed Of Light prints, and none it never prints (issue 13)
+    assert {"L1/TEX Cache Throughput", "L2 Cache Throughput", "SM Active Cycles"} <= set(metric)
+    assert not {"Problem Shape", "Ridge Point", "Minimum Bytes (each operand once)"} & set(metric)
+    assert metric["SM Frequency"] == pytest.approx(inst.artifacts["gpus"][0]["sm_clock_mhz"] / 1e3, abs=0.01)
+    assert "--clock-control none" in out.splitlines()[0]  # the clocks the trace ran at, not ncu's base lock
+    ai = float(re.search(r"Arithmetic intensity \(ideal\): ([\d,.]+)", notes).group(1).replace(",", ""))
+    ridge = float(re.search(r"ridge point: ([\d,.]+)", notes).group(1).replace(",", ""))
+    assert ai == pytest.approx(observation(inst.key, "arithmetic_intensity"), rel=0.01)
+    assert ridge == pytest.approx(observation(inst.key, "ridge_point"), rel=0.01)
+    assert "memory-bound" in notes
     roof = tools.chart("ncu", inst)
     assert roof["points"][0]["ai"] < roof["ridge"]
 
