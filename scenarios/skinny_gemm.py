@@ -123,7 +123,11 @@ Version 2 (what the numbers above become; version 1 keeps them, byte for byte):
   kernel_gap_us is version 1's only; op_overhead_us is the dispatcher's time before a launch
   (2-3.5 µs in version 2's draws, the Python between ops drawn on its own). Draws keep the
   forward's mean kernel 20% above the host's time per op (else the forward is launch-bound)
-  and the reduce within 90% of the micro-step (else it cannot hide).
+  and the reduce within 90% of the micro-step (else it cannot hide). Known: Llama-2-7B draws
+  (~10% of seeds) run their forward only ~25% ahead of the host, so the first layers' kernels
+  often wait 20-50 µs behind a running GEMM; 3 of 20 such seeds (35, 86, 179 of 0-199) put the
+  launch-delay p90 above the real traces' bound (fidelity.py). 13-14B seeds and the canonical
+  sit inside every bound.
 
 The trace after the fix (version 2, `fixed()`): the same instance at micro-batch 4 (M = 4 x
 seq, accumulation / 4, the same global batch): the same kernels, each at its 4 x seq time (the
