@@ -11,6 +11,8 @@ import functools
 import json
 import math
 
+import numpy as np
+
 import pytest
 
 import scenarios
@@ -65,32 +67,34 @@ def test_ncu_section_closes(seed):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_top_family_read_off_the_trace(seed):
-    """Sum compute-stream kernel time per cuBLAS config (name without the layout suffix): the
-    128x64 family is the top config and matches the key's share."""
+    """Sum compute-stream kernel time per cuBLAS config (name without the layout): the 128x64
+    family is the top config and matches the key's share."""
     per: dict[str, float] = {}
     total = 0.0
     for e in doc(seed)["traceEvents"]:
         if e.get("ph") == "X" and e.get("cat") == "kernel" and e["tid"] == 7:
             name = e["name"]
-            cfg = name[:-3] if name.startswith("ampere_bf16") else name
+            cfg = sg.config_of(name)
             per[cfg] = per.get(cfg, 0.0) + float(e["dur"])
             total += float(e["dur"])
     top = max(per, key=per.get)
-    assert top == sg.FAMILY.rstrip("_")
+    assert top == sg.family_label(inst(seed).version >= 2)
     assert close(per[top] / total * 100, ob(seed, "top_kernel_share_pct"), 0.01)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_comm_is_bucketed_and_hidden_and_cpu_runs_ahead(seed):
     ev = doc(seed)["traceEvents"]
-    nccl = [e for e in ev if e.get("cat") == "kernel" and e["name"].startswith("ncclDevKernel_ReduceScatter")]
+    nccl = [e for e in ev if e.get("cat") == "kernel" and e["name"].startswith(("ncclDevKernel_ReduceScatter", "ncclDevKernel_Reduce_"))]
     steps = inst(seed).params.steps
     assert len(nccl) == steps * ob(seed, "nccl_kernels_per_step") and ob(seed, "nccl_kernels_per_step") >= 10
     assert all(e["tid"] != 7 for e in nccl)
-    assert ob(seed, "nccl_hidden_pct") > 90
+    # version 2's stream shows the 1-20 µs gaps real ones do between back-to-back kernels (~8% of
+    # a micro-step of ~2,700 kernels), so its busy share, and the comm's overlap with it, sit lower
+    assert ob(seed, "nccl_hidden_pct") > 85
     assert ob(seed, "nccl_ms_per_step") < ob(seed, "step_ms")
     assert ob(seed, "launch_lead_ms") > 1.0
-    assert ob(seed, "gpu_busy_pct") > 92
+    assert ob(seed, "gpu_busy_pct") > 85
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -108,10 +112,16 @@ def test_fix_arithmetic_closes(seed):
 
 
 def test_canonical_states_the_model_numbers_where_the_seed_does_not_close():
-    assert 29 < ob("canonical", "model_params_b") < 31  # the seed's 13B cannot fill 210 ms at its ncu read
+    """Version 2 keeps the seed's 13B as the real Llama-2-13B (hidden 5120, 40 layers): its
+    micro-step is ~92 ms, not 210 (the seed's 13B cannot fill 210 ms at its own ncu read)."""
+    assert ob("canonical", "model_params_b") == pytest.approx(13.02, abs=0.01)
+    assert ob("canonical", "gemm_n") == ob("canonical", "gemm_k") == 5120 and ob("canonical", "layers") == 40
+    assert 85 < ob("canonical", "step_ms") < 100
     assert 20 < ob("canonical", "mfu_pct") < 25  # not the seed's 33%
-    assert 1.9 < ob("canonical", "speedup") < 2.2  # not the seed's 1.45
+    assert 1.9 < ob("canonical", "speedup") < 2.3  # not the seed's 1.45
     assert ob("canonical", "top_kernel_share_pct") > ob("canonical", "other_share_pct")
+    old = SCN.instance("canonical", version=1).key
+    assert 29 < observation(old, "model_params_b") < 31  # version 1: a 30B on 148 layers of width 4096
 
 
 def test_params_keep_the_pathology():
@@ -122,6 +132,86 @@ def test_params_keep_the_pathology():
     with pytest.raises(InstanceError):
         SCN.instance("canonical", {"gpu": "A100"})
     for seed in range(20):
-        p = SCN.params_for(seed)
+        p = SCN.params_for(seed, version=1)
         assert p.hidden == next(h for top, h in sg.HIDDEN_BANDS if p.model_params_b <= top)
         assert p.seq in sg.SEQ_DRAW
+        p = SCN.params_for(seed)
+        assert sg.model_v2(p.model_params_b, p.hidden)[1]["hidden"] == p.hidden
+        assert p.seq in sg.SEQ_DRAW
+
+
+# -- version 2: every seed a job that runs (issue 13) -------------------------------------
+
+V2_SEEDS = range(200)
+
+
+@functools.lru_cache(maxsize=None)
+def v2_params():
+    return [SCN.params_for(seed) for seed in V2_SEEDS]
+
+
+def test_version_2_seeds_fit_in_memory_with_the_fix():
+    """ZeRO-2 (bf16 weights whole, fp32 master, gradients and Adam moments partitioned),
+    activations at the fix's micro-batch 4: within 90% of HBM on every seed (version 1's
+    30B canonical needed ~113 GB of an 80 GB H100)."""
+    gpu = physics.GPUS["H100"]
+    cap = sg.feasibility.efficiency_cap("sm90", "gemm_bf16")
+    for p in v2_params():
+        _, cfg = sg.model_v2(p.model_params_b, p.hidden)
+        mem = sg.memory_v2(cfg, p.world_size, 4 * p.seq)
+        assert mem.share_of(gpu) <= 0.90, (p, mem.describe(gpu))
+        # the GEMM efficiencies each seed draws stay under the best published cuBLAS on H100
+        assert p.large_gemm_eff < cap and sg.ASSUMED_GEMM_EFF < cap and p.dram_frac <= 0.95
+    old = sg.feasibility.training_memory(30.2e9, world=8, tokens_per_gpu=1024, hidden=4096, layers=148,
+                                         sharding="zero2", master_fp32=True)
+    assert not old.fits(gpu)  # the defect version 2 removes
+
+
+def test_version_2_draws_real_models_and_world_sizes():
+    """Real configurations only (Llama-2-7B/13B, Qwen1.5-14B), and the world sizes real jobs
+    use: 8, sometimes 4 (version 1 drew 5-7 GPUs on 64% of seeds)."""
+    ps = v2_params()
+    worlds = [p.world_size for p in ps]
+    assert set(worlds) <= {4, 8} and worlds.count(8) > 0.6 * len(ps) and worlds.count(4) > 0
+    names = {sg.model_v2(p.model_params_b, p.hidden)[0] for p in ps}
+    assert names == set(sg.MODELS)
+    for name, cfg in sg.MODELS.items():  # the published sizes
+        assert sg._count(cfg) / 1e9 == pytest.approx({"Llama-2-7B": 6.74, "Llama-2-13B": 13.02,
+                                                       "Qwen1.5-14B": 14.17}[name], abs=0.01)
+    odd = [SCN.params_for(s, version=1).world_size for s in V2_SEEDS]
+    assert sum(w in (5, 6, 7) for w in odd) > 0.5 * len(odd)  # what version 1 drew
+
+
+@pytest.mark.parametrize("seed", ["canonical", 0, 1, 2, 3, 5, 8])
+def test_version_2_efficiencies_under_the_caps_and_hopper_names(seed):
+    """No GEMM beats the best published cuBLAS on H100 (feasibility's cap), and the GEMMs carry
+    the names cuBLAS gives them on Hopper (version 1 showed Ampere's on an H100)."""
+    cap = sg.feasibility.efficiency_cap("sm90", "gemm_bf16")
+    assert ob(seed, "tensor_pct") / 100 < cap and ob(seed, "microbench_tflops_4m") / 989 < cap
+    gemms = {e["name"] for e in doc(seed)["traceEvents"] if e.get("cat") == "kernel" and "gemm" in e["name"]}
+    assert gemms and all(n.startswith("sm90_xmma_gemm_bf16bf16") for n in gemms)
+    old = SCN.instance(seed, version=1)
+    assert old.artifacts["ncu"]["kernel"].startswith("ampere_")
+
+
+@pytest.mark.parametrize("seed", ["canonical", 1])
+def test_version_2_reduces_as_deepspeed_0_12_3_does(seed):
+    """ZeRO-2 in DeepSpeed <= 0.12.3 (stage_1_and_2.py, average_tensor): per gradient bucket,
+    one async dist.reduce per partition the bucket spans, to the rank that owns it; version 1
+    showed a _reduce_scatter_base DeepSpeed never issues."""
+    ev = doc(seed)["traceEvents"]
+    p = inst(seed).params
+    comms = [e["args"] for e in ev if e.get("name") == "record_param_comms"]
+    assert comms and {c["Collective name"] for c in comms} == {"reduce"}
+    assert all(c["In msg nelems"] == c["Out msg nelems"] for c in comms)
+    # the reduces of one micro-step cover every gradient once
+    per_step = len(comms) // p.steps
+    total = sum(c["In msg nelems"] for c in comms[:per_step])
+    assert total == pytest.approx(ob(seed, "model_params_b") * 1e9, rel=0.01)
+    b, e, dst = sg.partition_slices(np.array([600, 300, 100]), 1000, 4)
+    # bucket 0 is the flat buffer's last 600 elements, [400, 1000), cut at the partitions (250 each)
+    assert e.tolist() == [100, 250, 250, 150, 150, 100] and dst.tolist() == [1, 2, 3, 0, 1, 0]
+    assert b.tolist() == [0, 0, 0, 1, 1, 2]
+    old = json.loads(kineto.dumps(SCN.instance(seed, version=1).trace(0)))
+    assert {x["args"]["Collective name"] for x in old["traceEvents"] if x.get("name") == "record_param_comms"} \
+        == {"_reduce_scatter_base"}

@@ -311,7 +311,8 @@ def gemm_microbench(inst) -> str:
 
 
 TOOLS = (
-    Tool("ncu", "Nsight Compute: Speed Of Light and roofline of one kernel", "ncu --set full -k regex:NAME -c 1",
+    Tool("ncu", "Nsight Compute: Speed Of Light and roofline of one kernel",
+         "ncu --clock-control none --set full -k regex:NAME -c 1",
          ncu, ncu_chart, options=("kernel",)),
     Tool("gemm-microbench", "GEMM microbenchmark: TFLOP/s at M and 4M", "python gemm_bench.py", gemm_microbench),
 )
