@@ -76,9 +76,9 @@ import numpy as np
 from app import feasibility, hosttime, physics, training, workload
 from app.scenario import (Built, Hint, InstanceError, Scenario, ScenarioParams, building, fixed, gpu_clock_report, make_key,
                           new_builder, obs, param)
-from app.trace import intervals
-from app.trace.builder import KernelInfo
-from app.trace.emit import cpu_span, launch_phase, memcpy
+from app.trace import intervals, optree
+from app.trace.builder import Kind, KernelInfo
+from app.trace.emit import cpu_span, launch_phase, memcpy, runtime_call
 from app.workload import KernelSpec
 from app.scoring.rubric import Rubric
 
@@ -264,6 +264,102 @@ def _plan(v: dict) -> dict:
             "memory": _memory(n, v["world_size"], tokens, shape, ckpt) if ckpt is not None else None}
 
 
+# torch's fused AdamW (torch/optim/adamw.py, _fused_adamw) on one device: the step counts +1
+# (_foreach_add_, depth 1) then aten::_fused_adamw_, whose multi_tensor_apply
+# (ATen/native/cuda/MultiTensorApply.cuh) launches a kernel each time a list fills: 65,536
+# elements per block, at most 320 blocks or 36 tensors (depth 4: param, grad, exp_avg,
+# exp_avg_sq) per launch. The functor runs in the params' dtype (bf16 here).
+MTA_CHUNK_ELEMS = 65_536
+MTA_MAX_BLOCKS = 320
+MTA_MAX_TENSORS = {1: 110, 4: 36}
+_MTA = "at::native::(anonymous namespace)::"
+ADAMW_BF16 = workload.ADAM.replace("FusedAdamMathFunctor<float,", "FusedAdamMathFunctor<c10::BFloat16,")
+FOREACH_ADD = (f"void {_MTA}multi_tensor_apply_kernel<{_MTA}TensorListMetadata<1>, {_MTA}BinaryOpScalarFunctor<float, 1, "
+               f"1, 0>, std::plus<float>, float>({_MTA}TensorListMetadata<1>, {_MTA}BinaryOpScalarFunctor<float, 1, 1, 0>, "
+               f"std::plus<float>, float)")
+
+
+def _param_numels(shape: dict, vocab: int = training.LLAMA3_VOCAB) -> list[int]:
+    """The model's parameters in registration order (Llama: embedding, per layer the two norms,
+    q, k, v, o, gate, up, down; final norm, LM head)."""
+    h, kv, ffn = shape["hidden"], shape["kv_hidden"], shape["ffn"]
+    layer = [h, h * h, kv * h, kv * h, h * h, h, ffn * h, ffn * h, h * ffn]
+    return [vocab * h] + layer * shape["layers"] + [h, vocab * h]
+
+
+@functools.lru_cache(maxsize=16)
+def _mta_launches(numels: tuple[int, ...], depth: int) -> tuple[tuple[int, int], ...]:
+    """(blocks, elements) of each kernel multi_tensor_apply launches over these tensors: a
+    launch when the list holds its most tensors (at a tensor's last chunk), its most blocks,
+    or the last chunk of all; a tensor cut by a full block list carries over."""
+    out, blocks, elems, tensors = [], 0, 0, 0
+    for t, n in enumerate(numels):
+        tensors += 1
+        left = n
+        chunks = max(1, -(-n // MTA_CHUNK_ELEMS))
+        while chunks:
+            take = min(chunks, MTA_MAX_BLOCKS - blocks)  # whole chunks until the block list fills
+            blocks += take
+            chunks -= take
+            got = min(left, take * MTA_CHUNK_ELEMS)
+            elems += got
+            left -= got
+            last = chunks == 0
+            if blocks == MTA_MAX_BLOCKS or (last and (tensors == MTA_MAX_TENSORS[depth] or t == len(numels) - 1)):
+                out.append((blocks, elems))
+                blocks, elems = 0, 0
+                tensors = 0 if last else 1
+    return tuple(out)
+
+
+def _fused_adamw(b, topo: training.Topology, rng: np.random.Generator, timing: hosttime.HostTiming, *,
+                 shape: dict, n_params: float, gpu: physics.Gpu, cpu_t0: int, gpu_ready: int,
+                 pending_kernel_start: np.ndarray):
+    """Optimizer.step#AdamW.step with fused=True as it runs: the step counts' _foreach_add_
+    (3 small launches) and aten::_fused_adamw_ holding one multi_tensor_apply launch per
+    320 blocks (~380 for 8B), each streaming 14 B per parameter it covers at 85% of HBM
+    bandwidth (the time training.optimizer gives), with its own grid."""
+    numels = _param_numels(shape)
+    scale = n_params / sum(numels)  # the tensors of a model of exactly n_params (model_shape's rounding aside)
+    numels = tuple(max(1, int(x * scale)) for x in numels)
+    adam = _mta_launches(numels, 4)
+    steps = _mta_launches((1,) * len(numels), 1)
+    total_ms = n_params * 14.0 / (gpu.mem_tbps * 1e12 * 0.85) * 1e3
+    elems = np.array([e for _, e in adam], np.float64)
+    adam_ns = workload.scaled_durations_ns(elems, total_ms, rng, jitter=0.01)
+    step_ns = (rng.uniform(2.2, 3.0, len(steps)) * 1e3).astype(np.int64)
+    names = [FOREACH_ADD] * len(steps) + [ADAMW_BF16] * len(adam)
+    info = lambda blocks: KernelInfo(grid=(blocks, 1, 1), block=(512, 1, 1), registers_per_thread=64)  # noqa: E731
+    specs = [KernelSpec("aten::_foreach_add_", FOREACH_ADD, 0.0, 0.0, info(bl)) for bl, _ in steps] + [
+        KernelSpec("aten::_fused_adamw_", ADAMW_BF16, 0.0, 0.0, info(bl)) for bl, _ in adam]
+    n = len(names)
+    ops, kernels = workload.intern(b, specs)
+    # inside one op, each launch costs multi_tensor_apply's metadata packing and the call
+    overhead = (rng.gamma(4.0, 0.8, n) * 1e3 + 1_500).astype(np.int64)
+    launch = timing.launch_calls_ns(rng, n)
+    runtime = timing.host_ns(rng, 3_000)
+    wait_at = cpu_t0 + timing.host_ns(rng, 10_000)
+    runtime_call(b, "cudaStreamWaitEvent", topo.host_pid, topo.main_tid, wait_at, runtime)
+    start = wait_at + runtime + timing.host_ns(rng, 30_000)
+    done = launch_phase(b, host_pid=topo.host_pid, cpu_tid=topo.main_tid, gpu_pid=topo.gpu,
+                        stream=topo.compute_stream, op_names=ops, kernel_names=kernels,
+                        kernel_dur_ns=np.concatenate([step_ns, adam_ns]), cpu_t0=start,
+                        gpu_t0=gpu_ready + timing.host_ns(rng, 5_000), op_overhead_ns=overhead, launch_ns=launch,
+                        gpu_gap_ns=timing.kernel_gaps_ns(rng, n), launch_latency_ns=timing.launch_latency_ns(rng, n),
+                        emit_op=np.zeros(n, bool), pending_kernel_start=pending_kernel_start,
+                        kernel_cfg=workload.launch_configs(b, specs))
+    k = len(steps)
+    ext = b.external_ids(2)
+    b.add(Kind.CPU, "cpu_op", ["aten::_foreach_add_", "aten::_fused_adamw_"], topo.host_pid, topo.main_tid,
+          [int(done.op_start[0]) - 4_000, int(done.op_start[k]) - 12_000],
+          [int(done.op_end[k - 1]) + 3_000 - int(done.op_start[0]) + 4_000,
+           int(done.op_end[-1]) + 6_000 - int(done.op_start[k]) + 12_000], ext=ext)
+    tail = timing.host_ns(rng, 8_000)
+    cpu_span(b, "Optimizer.step#AdamW.step", topo.host_pid, topo.main_tid, cpu_t0, done.cpu_end + 6_000 + tail)
+    done.op_end[-1] += 6_000 + tail  # callers continue after the annotation closes
+    return done
+
+
 def _backward_with_recompute(pl: dict) -> tuple[list[KernelSpec], np.ndarray]:
     """Backward's kernels in the order they run, with each checkpointed layer's forward
     recomputed just before its backward (torch.utils.checkpoint; the first layers are the
@@ -291,7 +387,7 @@ def _backward_with_recompute(pl: dict) -> tuple[list[KernelSpec], np.ndarray]:
 
 def _bucketed_backward(b, topo: training.Topology, rng: np.random.Generator, timing: hosttime.HostTiming, p: Params,
                        bwd: list[KernelSpec], b_ns: np.ndarray, f, buckets: list[int], *, ar_ms: float,
-                       bwd_ms: float, channels: int):
+                       bwd_ms: float, channels: int, tree: dict):
     """The fix (version 3's fixed build): backward on the autograd thread with DDP's reducer
     hooks firing as gradients are produced. Each weight-gradient GEMM's op is followed by the
     all-reduces of the buckets its gradients complete (c10d on the autograd thread, the NCCL
@@ -312,7 +408,9 @@ def _bucketed_backward(b, topo: training.Topology, rng: np.random.Generator, tim
                       stream=topo.compute_stream, op_names=ops, kernel_names=kernels, kernel_dur_ns=b_ns,
                       cpu_t0=f.cpu_end + timing.host_ns(rng, 20_000), gpu_t0=f.gpu_end, op_overhead_ns=oh,
                       launch_ns=ln, pending_kernel_start=f.kernel_start, gpu_gap_ns=timing.kernel_gaps_ns(rng, n),
-                      launch_latency_ns=timing.launch_latency_ns(rng, n), free_after_ns=free_after)
+                      launch_latency_ns=timing.launch_latency_ns(rng, n), free_after_ns=free_after,
+                      tree=[optree.tree_for(x, tree["tree_widths"]) for x in bwd], autograd=tree["autograd"],
+                      backward=True, kernel_cfg=workload.launch_configs(b, bwd))
     exposed_ns = (ar_ms - HIDE_FRACTION * min(ar_ms, bwd_ms)) * 1e6
     first_ready = int(bw.kernel_end[at[0]])
     span_ns = bw.gpu_end + exposed_ns - first_ready - len(buckets) * 4_500  # less each kernel's start latency
@@ -364,6 +462,13 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
     b, pid, t = new_builder(rng, gpu, rank=0, world=p.world_size, visible_gpus=p.world_size)
     topo = training.Topology(pid, pid, pid + 37, 0, 7, nccl_stream=int(rng.choice([40, 52, 84])))
     topo.name_rows(b)
+    tree = {}
+    if v3:  # the op tree around each launch, numbered, with sequence numbers forward to backward
+        widths = (shape["hidden"], shape["hidden"] + 2 * shape["kv_hidden"], shape["ffn"], 2 * shape["ffn"],
+                  training.LLAMA3_VOCAB)
+        tree = {"autograd": optree.Autograd(b, int(rng.integers(1_000, 60_000))), "tree_widths": widths,
+                "launch_configs": True}
+        b.number_ops(first_ev_idx=int(rng.integers(2_000, 40_000)))
     first_step = int(rng.integers(3, 40))
     steps = []  # per step: cpu start, cpu end, AR window, compute-stream intervals
     gpu_free = t
@@ -401,25 +506,31 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
         if fx:  # backward with DDP's bucket hooks firing on the autograd thread (docstring)
             f, _ = training.forward_backward(b, topo, rng, fwd=fwd, fwd_ns=f_ns, bwd=[], bwd_ns=b_ns[:0],
                                              cpu_t0=launch_t0, gpu_t0=h2d_start + h2d_ns,
-                                             op_mean_us=p.op_overhead_us, timing=timing)
+                                             op_mean_us=p.op_overhead_us, timing=timing, **tree)
             bw, ar_windows, cpu_after = _bucketed_backward(b, topo, rng, timing, p, bwd, b_ns, f, buckets,
-                                                           ar_ms=ar_ms, bwd_ms=bwd_ms, channels=pl["channels"])
+                                                           ar_ms=ar_ms, bwd_ms=bwd_ms, channels=pl["channels"],
+                                                           tree=tree)
             nccl_total += len(ar_windows)
             ar0, ar1 = ar_windows[0][0], ar_windows[-1][1]
             cpu_ar = cpu_after
         else:
             f, bw = training.forward_backward(b, topo, rng, fwd=fwd, fwd_ns=f_ns, bwd=bwd, bwd_ns=b_ns,
                                               cpu_t0=launch_t0, gpu_t0=h2d_start + h2d_ns,
-                                              op_mean_us=p.op_overhead_us, timing=timing)
+                                              op_mean_us=p.op_overhead_us, timing=timing, **tree)
             # The flat all-reduce: issued from the main thread once backward has been launched
             # (DDP's fallback path), and on the GPU it waits for the last gradient.
             ar_ns = int(ar_ms * rng.normal(1, 0.006) * 1e6)
             cpu_ar, ar0, ar1 = training.allreduce(b, topo, cpu_t0=bw.cpu_end + h(30_000), gpu_ready=bw.gpu_end,
                                                   dur_ns=ar_ns, nelems=int(n_params), world=p.world_size, rng=rng,
                                                   timing=timing, **({"channels": pl["channels"]} if v3 else {}))
-        opt = training.optimizer(b, topo, rng, params=n_params, cpu_t0=cpu_ar + h(20_000), gpu_ready=ar1, gpu=gpu,
-                                 pending_kernel_start=np.concatenate([f.kernel_start, bw.kernel_start]),
-                                 timing=timing)
+        if v3:
+            opt = _fused_adamw(b, topo, rng, timing, shape=shape, n_params=n_params, gpu=gpu,
+                               cpu_t0=cpu_ar + h(20_000), gpu_ready=ar1,
+                               pending_kernel_start=np.concatenate([f.kernel_start, bw.kernel_start]))
+        else:
+            opt = training.optimizer(b, topo, rng, params=n_params, cpu_t0=cpu_ar + h(20_000), gpu_ready=ar1,
+                                     gpu=gpu, pending_kernel_start=np.concatenate([f.kernel_start, bw.kernel_start]),
+                                     timing=timing)
         t_end = training.sync_on_loss(b, topo, cpu_t0=opt.cpu_end + h(10_000), gpu_done=opt.gpu_end, rng=rng,
                                       timing=timing)
         cpu_span(b, f"ProfilerStep#{first_step + i}", pid, topo.main_tid, s0, t_end)
