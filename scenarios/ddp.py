@@ -30,8 +30,8 @@ grads and both moments: 64 GB) leaves ~9 GB of H100's 90% budget for activations
 3,960 tokens of a 32-layer, 4608-wide model need ~20 GB without recompute. So it trains
 3,200 tokens per GPU with 16 of 32 layers checkpointed (76.2 GB, 89.6% of HBM) and their
 forward, 54 ms, recomputed inside backward (289 ms); at 45% of peak (GEMMs ~72%, inside
-cuBLAS's best) the step stays ~625 ms, the all-reduce 174 ms (28%), busbw 161 GB/s, the fix
-1.31x to ~477 ms. What moves is MFU: 25% (33% after the fix), not the seed's 31% -> 41%,
+cuBLAS's best) the step stays ~626 ms, the all-reduce 173 ms (28%), busbw 161 GB/s, the fix
+1.31x to ~479 ms. What moves is MFU: 25% (33% after the fix), not the seed's 31% -> 41%,
 which needs the 3,960 tokens that do not fit (hardware FLOPs, recompute counted, ~29%).
 
 Versions: 1, first model. 2: the host's side as real traces show it
@@ -53,7 +53,13 @@ the pathology are version 1's. 3 (current), every instance one a real job could 
   channels / full, the channels the NCCL kernel's grid shows (the job caps them with
   NCCL_MAX_NCHANNELS); the key and the `nccl` artifact say so;
 - draws keep the all-reduce >= ~13.5% of the step (fewer tokens, then fewer channels), so the
-  measured hole is >= 12% and every fix gains >= ~1.12x (version 2: 30 of 100 under 1.10x).
+  measured hole is >= 12% and every fix gains >= ~1.12x (version 2: 30 of 100 under 1.10x);
+- fused AdamW as torch runs it: the step counts' _foreach_add_, then aten::_fused_adamw_ whose
+  multi_tensor_apply launches a kernel per 320 blocks of 65,536 elements (382 for 8B, each
+  with its own grid), its functor in the params' dtype (bf16), not 4 float-functor launches;
+- the op tree torch.profiler records around each launch (aten::linear > aten::matmul >
+  aten::mm, evaluate_function > MmBackward0 > two mm, Input Dims, sequence numbers and
+  fwdbwd flows), with per-launch grids (app/trace/optree.py).
 Versions 1 and 2 are still built for what was made with them.
 
 The fixed build (version 3, `fixed=True`; `tracedojo generate ddp --fixed`): the same
@@ -61,7 +67,7 @@ instance with DDP's reducer hooks firing: after each weight-gradient GEMM's op t
 thread launches the all-reduces of the buckets it completes (the key's ~600 at
 bucket_cap_mb=25), each NCCL kernel waiting for its gradients and the bucket before; slowed
 by contention so that HIDE_FRACTION of the communication hides under backward, as the key
-expects. Canonical: 612 NCCL kernels per step, step 476 ms against the key's 477.
+expects. Canonical: 612 NCCL kernels per step, step 478.7 ms against the key's 478.9.
 """
 
 from __future__ import annotations
