@@ -343,6 +343,9 @@ def _fused_adamw(b, topo: training.Topology, rng: np.random.Generator, timing: h
     # inside one op, each launch costs multi_tensor_apply's metadata packing and the call
     overhead = (rng.gamma(4.0, 0.8, n) * 1e3 + 1_500).astype(np.int64)
     launch = timing.launch_calls_ns(rng, n)
+    k = len(steps)
+    between = np.zeros(n, np.int64)
+    between[k - 1] = timing.host_ns(rng, 30_000)  # Python between the two calls (>= 22 µs: the ops never touch)
     runtime = timing.host_ns(rng, 3_000)
     wait_at = cpu_t0 + timing.host_ns(rng, 10_000)
     runtime_call(b, "cudaStreamWaitEvent", topo.host_pid, topo.main_tid, wait_at, runtime)
@@ -353,13 +356,12 @@ def _fused_adamw(b, topo: training.Topology, rng: np.random.Generator, timing: h
                         gpu_t0=gpu_ready + timing.host_ns(rng, 5_000), op_overhead_ns=overhead, launch_ns=launch,
                         gpu_gap_ns=timing.kernel_gaps_ns(rng, n), launch_latency_ns=timing.launch_latency_ns(rng, n),
                         emit_op=np.zeros(n, bool), pending_kernel_start=pending_kernel_start,
-                        kernel_cfg=workload.launch_configs(b, specs))
-    k = len(steps)
+                        kernel_cfg=workload.launch_configs(b, specs), free_after_ns=between)
     ext = b.external_ids(2)
+    add0, add1 = int(done.op_start[0]) - 4_000, int(done.op_end[k - 1]) + 3_000
+    adam0 = max(int(done.op_start[k]) - 12_000, add1 + 6_000)
     b.add(Kind.CPU, "cpu_op", ["aten::_foreach_add_", "aten::_fused_adamw_"], topo.host_pid, topo.main_tid,
-          [int(done.op_start[0]) - 4_000, int(done.op_start[k]) - 12_000],
-          [int(done.op_end[k - 1]) + 3_000 - int(done.op_start[0]) + 4_000,
-           int(done.op_end[-1]) + 6_000 - int(done.op_start[k]) + 12_000], ext=ext)
+          [add0, adam0], [add1 - add0, int(done.op_end[-1]) + 6_000 - adam0], ext=ext)
     tail = timing.host_ns(rng, 8_000)
     cpu_span(b, "Optimizer.step#AdamW.step", topo.host_pid, topo.main_tid, cpu_t0, done.cpu_end + 6_000 + tail)
     done.op_end[-1] += 6_000 + tail  # callers continue after the annotation closes
