@@ -426,7 +426,7 @@ def _bucketed_backward(b, topo: training.Topology, rng: np.random.Generator, tim
     hooks = dataclasses.replace(topo, main_tid=topo.autograd_tid)
     windows, prev_end, cpu, j = [], 0, 0, 0
     for i in np.flatnonzero(per_op):
-        cpu = int(bw.op_end[i]) + timing.host_ns(rng, 4_000)
+        cpu = int(bw.op_end[i]) + 20_000 + timing.host_ns(rng, 4_000)  # after the op tree's ancestors close
         for _ in range(int(per_op[i])):
             cpu, k0, k1 = training.allreduce(b, hooks, cpu_t0=cpu, gpu_ready=max(int(bw.kernel_end[i]), prev_end),
                                              dur_ns=int(durs[j]), nelems=int(sizes[j]) // physics.BF16_BYTES,

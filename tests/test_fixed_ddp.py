@@ -44,3 +44,17 @@ def test_older_versions_have_no_fixed_build():
     for v in (1, 2):
         with pytest.raises(InstanceError, match=f"ddp version {v} has no build with its fix applied"):
             DDP.instance("canonical", version=v, fixed=True)
+
+
+def test_the_fixed_trace_is_valid_kineto_with_nothing_crossing():
+    """The hooks' c10d rows sit in the autograd thread's time between backward ops, never
+    across them; every NCCL kernel has its launch (test_scenarios' checks, on the fixed trace)."""
+    import json
+
+    from app.trace import kineto
+    from tests.test_scenarios import check_no_overlap_or_negative_slices, check_valid_kineto
+
+    inst = DDP.instance("canonical", fixed=True)
+    ds = [json.loads(kineto.dumps(inst.trace(0), inst.trace_name(0)))]
+    check_valid_kineto("ddp", "canonical", ds)
+    check_no_overlap_or_negative_slices(ds)
