@@ -56,7 +56,7 @@ def test_an_older_version_is_built_exactly_as_it_was(seed):
     if key_digest:
         assert sha(json.dumps(old.key, sort_keys=True)) == key_digest
     new = DDP.instance(seed)
-    assert new.version == DDP.version == 2 and new.key["version"] == 2
+    assert new.version == DDP.version == 3 and new.key["version"] == 3
     assert export(new) != export(old)  # its own random streams and host timing; the physics is the same
 
 
@@ -80,8 +80,8 @@ def test_launch_bound_version_2_is_built_exactly_as_it_was(seed):
 
 
 def test_a_version_not_built_here_says_which_are():
-    with pytest.raises(UnknownVersion, match=r"ddp version 3 is not built here .*versions 1, 2"):
-        DDP.instance("canonical", version=3)
+    with pytest.raises(UnknownVersion, match=r"ddp version 4 is not built here .*versions 1, 2, 3"):
+        DDP.instance("canonical", version=4)
     with pytest.raises(UnknownVersion, match="builds version 1"):
         scenarios.get("prefill").instance(5, version=2)
 
@@ -115,8 +115,8 @@ def test_a_stored_attempt_or_round_keeps_its_version_and_its_links_say_so(tmp_pa
         assert done["version"] == 1 and done["explorer_url"].endswith("?version=1")
         assert done["report"]["model_answer"] == seen["model_answer"]
         # a new attempt is made at the current version
-        assert practice.create(store, "owner", "ddp", seed="canonical").version == 2
-        assert instances.instance("ddp", "canonical").version == 2
+        assert practice.create(store, "owner", "ddp", seed="canonical").version == 3
+        assert instances.instance("ddp", "canonical").version == 3
         assert instances.instance("ddp", "canonical", version=1).key == seen
     finally:
         instances._CACHE = None
@@ -128,11 +128,11 @@ def test_the_explorer_opens_a_named_version_and_refuses_others(tmp_path_factory)
     from tests.conftest import sqlite_app
 
     with TestClient(sqlite_app(tmp_path_factory, "versions")) as client:
-        assert client.get("/scenarios/ddp/canonical.json").json()["scenario"]["version"] == 2
+        assert client.get("/scenarios/ddp/canonical.json").json()["scenario"]["version"] == 3
         old = client.get("/scenarios/ddp/canonical.json?version=1")
         assert old.status_code == 200 and old.json()["scenario"]["version"] == 1
         assert "version=1" in old.json()["timeline_url"]  # the viewer's data come from the same version
         assert client.get("/api/scenarios/ddp/canonical/timeline.bin?version=1").status_code == 200
-        gone = client.get("/scenarios/ddp/canonical.json?version=3")
+        gone = client.get("/scenarios/ddp/canonical.json?version=4")
         assert gone.status_code == 400 and "not built here" in gone.json()["error"]
         assert client.get("/scenarios/ddp/canonical.json?version=two").status_code == 400
