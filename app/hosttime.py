@@ -99,7 +99,7 @@ class HostTiming:
         """A host task of a nominal length, as it varies from step to step."""
         if not self.measured:
             return int(nominal_ns)
-        return int(nominal_ns * float(np.clip(rng.lognormal(0.0, 0.1), 0.75, 1.35)))
+        return int(nominal_ns * min(max(float(rng.lognormal(0.0, 0.1)), 0.75), 1.35))  # np.clip: 40x slower on a scalar
 
 
 V1 = HostTiming(measured=False)

@@ -275,8 +275,10 @@ class TraceBuilder:
         cat_id = self._cats.setdefault(cat, len(self._cats))
 
         def col(v, dtype=np.int64):
+            if isinstance(v, (int, np.integer)):  # a scalar for the batch (np.full: no broadcast_to overhead)
+                return np.full(n, v, dtype)
             a = np.asarray(v, dtype=dtype)
-            return np.broadcast_to(a, (n,)) if a.ndim == 0 else a
+            return np.full(n, a, dtype) if a.ndim == 0 else a
 
         dur = col(dur_ns)
         if np.any(dur < 0):

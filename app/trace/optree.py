@@ -22,6 +22,8 @@ backward.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -78,8 +80,15 @@ _GEMM_BACKWARD = ("MmBackward0", "AddmmBackward0")
 
 
 def tree_for(spec, widths: tuple[int, ...] = ()) -> Op:
-    """The tree of ops around one launching op (a KernelSpec from app/workload.py)."""
-    op = spec.op
+    """The tree of ops around one launching op (a KernelSpec from app/workload.py). A step
+    launches the same few hundred specs every layer and step: each tree is made once and
+    shared (emit only reads it)."""
+    return _tree(spec.op, spec.kernel, spec.flops, tuple(spec.shape) if spec.shape else None, tuple(widths))
+
+
+@lru_cache(maxsize=4096)
+def _tree(op: str, kernel: str, flops: float, shape: tuple | None, widths: tuple[int, ...]) -> Op:
+    spec = _Spec(op, kernel, flops, shape)
     ty = F32 if spec.kernel.endswith("<float>") or "float>" in spec.kernel.split("(")[0][-12:] else BF16
     if op.startswith(EV):
         node = op[len(EV):]
@@ -146,6 +155,13 @@ _FORWARD_OF = {"MmBackward0": "aten::linear", "AddmmBackward0": "aten::linear", 
                "FlashAttnFuncBackward": "FlashAttnFunc"}
 
 
+class _Spec(NamedTuple):  # what of a KernelSpec its tree depends on (KernelSpec itself is unhashable)
+    op: str
+    kernel: str
+    flops: float
+    shape: tuple | None
+
+
 class Autograd:
     """A step's sequence numbers: each forward tree that makes an autograd node takes the
     next; a backward node takes back the latest forward op of its kind not yet taken
@@ -156,21 +172,21 @@ class Autograd:
     def __init__(self, b: TraceBuilder, first: int):
         self.b = b
         self.next = int(first)
-        self.made: list[tuple[int, str, int, int, int]] = []  # (seq, root name, pid, tid, ts) of forward trees
+        # forward trees not yet taken, by root name: (seq, pid, tid, ts), latest last
+        self.made: dict[str, list[tuple[int, int, int, int]]] = {}
 
     def forward(self, name: str, pid: int, tid: int, ts: int) -> int:
         seq = self.next
         self.next += 1
-        self.made.append((seq, name, pid, tid, ts))
+        self.made.setdefault(name, []).append((seq, pid, tid, ts))
         return seq
 
     def backward(self, node: str, pid: int, tid: int, ts: int) -> int:
-        want = _FORWARD_OF.get(node)
-        for j in range(len(self.made) - 1, -1, -1):
-            if self.made[j][1] == want:
-                seq, _, fpid, ftid, fts = self.made.pop(j)
-                self.b.flow("fwdbwd", seq, (fpid, ftid, fts), (pid, tid, ts))
-                return seq
+        waiting = self.made.get(_FORWARD_OF.get(node))
+        if waiting:
+            seq, fpid, ftid, fts = waiting.pop()
+            self.b.flow("fwdbwd", seq, (fpid, ftid, fts), (pid, tid, ts))
+            return seq
         seq = self.next
         self.next += 1
         return seq
