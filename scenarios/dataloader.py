@@ -79,6 +79,11 @@ Versions: 1, first model. 2 (current), from issue 13's expert review and the fid
   every row the case draws itself (the loader hand-over, the event record/wait, the DDP
   hooks' calls, zero_grad, the gap between steps) varied step to step instead of
   constant;
+- the op tree around each launch (app/trace/optree.py: aten::linear > aten::t, matmul >
+  mm; backward's evaluate_function > node > mm), with record_shapes' Input Dims,
+  sequence numbers carried from forward to backward with fwdbwd flows, and each kernel
+  with the grid its own shape needs; DDP's AccumulateGrad hooks start ~20 µs after their
+  gradient's node closes (the autograd engine's time), so the trees and hooks nest;
 - torch.profiler records only the process it runs in: the pt_data_worker rows of
   version 1 (each worker's __getitem__ and PIL decode on a thread of the main process)
   are gone from the export; the workers are processes of their own, shown with their
@@ -91,8 +96,9 @@ Versions: 1, first model. 2 (current), from issue 13's expert review and the fid
 - seeds draw only steps that fit the GPU's memory (app/feasibility.py, AMP's fp32
   weights, gradients and AdamW state plus the ViT's activations): version 1 drew ViT-H
   at 224 px and large batches needing up to ~150 GB of an 80 GB GPU.
-Canonical: step ~509 ms, idle ~188 ms (37%), busy ~321 ms, after the fix ~325 ms (1.56x),
-as in version 1 to within 0.5%; nvidia-smi 100% flat -> samples 0-100%, mean ~62%.
+Canonical: step ~511 ms, idle ~191 ms (37%), busy ~320 ms, after the fix ~324 ms (1.57x),
+as in version 1 to within 0.5%; nvidia-smi 100% flat -> samples 0-100% on each GPU, their
+mean 63%.
 Version 1 is still built for what was made with it.
 
 The fixed build (version 2, `fixed=True`; `tracedojo generate dataloader --fixed`): the same
@@ -100,7 +106,7 @@ instance with the key's fix applied: 16 workers, prefetch_factor=4, pin_memory=T
 batch copy from pinned memory at PCIe's ~22 GB/s on A100 hosts, ~45 on H100, its
 cudaMemcpyAsync only enqueueing; __next__ takes a batch the pin-memory thread already
 pinned). The loader is ahead of the GPU, so the step is busy + the host work that is not
-loader wait: canonical 324.5 ms against the key's 325.4.
+loader wait: canonical 323.6 ms against the key's 324.5.
 """
 
 from __future__ import annotations
@@ -114,7 +120,7 @@ from app import feasibility, hosttime, physics, training, workload
 from app.hosttime import HostTiming
 from app.scenario import (Built, Hint, Scenario, ScenarioParams, building, fixed, gpu_clock_report, make_key,
                           new_builder, obs, param)
-from app.trace import intervals
+from app.trace import intervals, optree
 from app.trace.builder import Kind, KernelInfo, TraceBuilder
 from app.trace.emit import cpu_span, launch_phase, memcpy, runtime_call
 from app.trace.schedule import in_order
@@ -147,6 +153,9 @@ MTA_MAX_BLOCKS = 320  # chunks per launch
 MTA_MAX_TENSORS = {1: 110, 2: 64, 3: 48, 4: 36}  # tensors per launch by list depth
 BUCKET_CAP_MIB, FIRST_BUCKET_MIB = 25.0, 1.0  # DDP defaults
 FIX_WORKERS = 16
+# version 2: the autograd engine's time between a gradient's node closing (its op tree's last
+# close: at most ~10 µs after its launch op) and the AccumulateGrad hook, plus ~8 µs drawn
+ENGINE_NS = 12_000
 FIX_PREFETCH = 4  # prefetch_factor after the fix: batches in flight per worker
 # pinned-memory HtoD over the host link, as bandwidthTest measures it: PCIe Gen4 x16 on A100
 # SXM hosts ~22-24 GB/s, Gen5 x16 on H100 SXM ~45-55 GB/s
@@ -353,13 +362,14 @@ def _adamw(v: dict):
 
 def _launch(b: TraceBuilder, *, pid: int, tid: int, stream: int, op_ids, kernel_ids, dur_ns, cpu_t0: int,
             gpu_t0: int, overhead_ns, launch_ns, hole_ns=None, emit_op=None, gpu_gap_ns=1_200,
-            kernel_extra=None, timing: HostTiming = hosttime.V1, rng=None, between_mask=None):
+            kernel_extra=None, timing: HostTiming = hosttime.V1, rng=None, between_mask=None, shaped=None):
     """launch_phase with CPU time after chosen ops (`hole_ns`: where DDP's hooks run on the
     autograd thread) and ops that are not their own span (`emit_op` False: the second and
     later launches of one foreach op). Returns op start/end and kernel start/end.
     `timing` (version 2: hosttime.MEASURED_2, with `rng`): kernel gaps, launch latency and the
     Python between ops as measured; `between_mask`: the ops followed by Python (the last
-    launch of each foreach op; the others are its own C++ loop)."""
+    launch of each foreach op; the others are its own C++ loop). `shaped` (version 2): launch_phase's
+    op tree, autograd numbering and per-launch configurations (tree, autograd, backward, kernel_cfg)."""
     latency = 3_000
     if timing.measured:
         n = len(kernel_ids)
@@ -372,7 +382,8 @@ def _launch(b: TraceBuilder, *, pid: int, tid: int, stream: int, op_ids, kernel_
     done = launch_phase(b, host_pid=pid, cpu_tid=tid, gpu_pid=0, stream=stream, op_names=np.asarray(op_ids),
                         kernel_names=np.asarray(kernel_ids), kernel_dur_ns=dur_ns, cpu_t0=cpu_t0, gpu_t0=gpu_t0,
                         op_overhead_ns=overhead_ns, launch_ns=launch_ns, gpu_gap_ns=gpu_gap_ns,
-                        launch_latency_ns=latency, kernel_extra=kernel_extra, free_after_ns=hole_ns, emit_op=emit_op)
+                        launch_latency_ns=latency, kernel_extra=kernel_extra, free_after_ns=hole_ns, emit_op=emit_op,
+                        **(shaped or {}))
     return done.op_start, done.op_end, done.kernel_start, done.kernel_end
 
 
@@ -388,9 +399,6 @@ def _hooks(b: TraceBuilder, topo: training.Topology, *, starts: np.ndarray, hook
     n = len(starts)
     vary = (lambda ns: np.array([timing.host_ns(rng, ns) for _ in range(n)], np.int64)) if timing.measured else (
         lambda ns: ns)
-    if timing.measured:  # the engine's own time before the hook (never the same twice), within the hook
-        engine_ns = np.minimum(timing.between_ops_ns(rng, n), 12_000)
-        starts, hook_ns = starts + engine_ns, hook_ns - engine_ns
     colls = [{"Collective name": "allreduce", "In msg nelems": int(e), "Out msg nelems": int(e),
               "Group size": world, "dtype": "Float", "In split size": "[]", "Out split size": "[]",
               "Process Group Name": "0", "Process Group Description": "default_pg",
@@ -488,6 +496,15 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
     group_head = np.maximum.accumulate(np.where(first_at_op, np.arange(len(buckets)), 0))
     opt_first = np.r_[True, opt_group[1:] != opt_group[:-1]]
     opt_first_i = np.flatnonzero(opt_first)
+    f_shaped = b_shaped = None
+    autograd = None
+    if v2:  # the op tree around each launch, record_shapes, per-launch grids; sequence numbers fwd -> bwd
+        widths = (v["hidden"], 3 * v["hidden"], v["ffn"], CLASSES)
+        autograd = optree.Autograd(b, first=int(rng.integers(2_000, 400_000)))
+        f_shaped = {"tree": [optree.tree_for(x, widths) for x in fwd], "autograd": autograd,
+                    "kernel_cfg": workload.launch_configs(b, fwd)}
+        b_shaped = {"tree": [optree.tree_for(x, widths) for x in bwd], "autograd": autograd, "backward": True,
+                    "kernel_cfg": workload.launch_configs(b, bwd)}
 
     # -- the loader: worker k % W builds batch k; each keeps prefetch_factor=2 in flight --
     cycle_ns = B / p.per_worker_img_s * 1e9  # one worker, one batch (images + collate + queue put)
@@ -574,22 +591,28 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
         sum_o += o_ns
         oh, ln = training.op_overheads_ns(rng, len(fwd), p.op_overhead_us, timing)
         _, fo1, fk0, fk1 = _launch(b, pid=pid, tid=main, stream=7, op_ids=f_ops, kernel_ids=f_kern, dur_ns=f_ns,
-                                  cpu_t0=f_t0, gpu_t0=gpu_free, overhead_ns=oh, launch_ns=ln, timing=timing, rng=rng)
+                                  cpu_t0=f_t0, gpu_t0=gpu_free, overhead_ns=oh, launch_ns=ln, timing=timing, rng=rng,
+                                  shaped=f_shaped)
         cpu_span(b, "DistributedDataParallel.forward", pid, main, f_t0 - min(600_000, (f_t0 - c0) // 2),
-                 int(fo1[-1]) + 3_000)
+                 int(fo1[-1]) + (h(6_000) if v2 else 3_000))  # v2: after the last op tree's closes (<= 4 µs)
         # backward on the autograd thread; DDP's hooks fire bucket all-reduces in between
         hook_ns = rng.uniform(100, 160, len(buckets)).astype(np.int64) * 1_000
+        engine_ns = np.zeros(len(buckets), np.int64)
+        if v2:  # off the µs grid; the engine's time from the gradient's node closing to AccumulateGrad
+            hook_ns += rng.integers(0, 1_000, len(buckets))
+            engine_ns += ENGINE_NS + np.array([h(8_000) for _ in buckets], np.int64)
         hole = np.zeros(len(bwd), np.int64)
-        np.add.at(hole, ready_idx, hook_ns)
+        np.add.at(hole, ready_idx, hook_ns + engine_ns)
         oh, ln = training.op_overheads_ns(rng, len(bwd), p.op_overhead_us, timing)
         _, bo1, bk0, bk1 = _launch(b, pid=pid, tid=topo.autograd_tid, stream=7, op_ids=b_ops, kernel_ids=b_kern,
                                   dur_ns=b_ns, cpu_t0=int(fo1[-1]) + h(30_000), gpu_t0=int(fk1[-1]),
-                                  overhead_ns=oh, launch_ns=ln, hole_ns=hole, timing=timing, rng=rng)
+                                  overhead_ns=oh, launch_ns=ln, hole_ns=hole, timing=timing, rng=rng,
+                                  shaped=b_shaped)
         # bucket j's hook sits after its ready op, behind the hooks of earlier buckets there
-        before = np.cumsum(hook_ns[by_op]) - hook_ns[by_op]
+        before = np.cumsum((hook_ns + engine_ns)[by_op]) - (hook_ns + engine_ns)[by_op]
         offs = np.empty(len(buckets), np.int64)
         offs[by_op] = before - before[group_head]
-        hs = bo1[ready_idx] + offs
+        hs = bo1[ready_idx] + offs + engine_ns
         a_ns = (ar_ns * rng.normal(1, 0.01, len(buckets))).astype(np.int64)
         order_t = np.argsort(hs, kind="stable")
         n0, n1 = _hooks(b, topo, starts=hs[order_t], hook_ns=hook_ns[order_t], gpu_ready=bk1[ready_idx][order_t],
@@ -620,7 +643,7 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
             zg_end = zg + h(225_000)
             cpu_span(b, "Optimizer.zero_grad#AdamW.zero_grad", pid, main, zg, zg_end)
             t_end = training.sync_on_loss(b, topo, cpu_t0=zg_end + h(20_000), gpu_done=int(ok1[-1]), rng=rng,
-                                          timing=timing)
+                                          timing=timing) + h(2_000)  # the step's annotation closes after .item()
         else:
             cpu_span(b, "Optimizer.zero_grad#AdamW.zero_grad", pid, main, zg, zg + int(rng.uniform(150, 300) * 1e3))
             t_end = training.sync_on_loss(b, topo, cpu_t0=zg + 320_000, gpu_done=int(ok1[-1]))
@@ -761,7 +784,9 @@ def _key(p, seed, gpu, v, ph, steps, batches, buckets, trace, topo, fwd, bwd, op
     v2 = building() >= 2
     if v2:  # NVML's definition: the share of each sample period in which some kernel ran
         smi = _nvml_samples(ks, ke, lo, hi, p.world_size, rng)
-        smi_pct = smi[0]["avg"]
+        readings = np.concatenate([x["readings_pct"] for x in smi])
+        smi_pct = float(round(readings.mean()))
+        smi_max, smi_min = int(readings.max()), int(readings.min())
     top = workload.kernel_table(fwd + bwd + opt_specs, np.concatenate([sum_f, sum_b, sum_o]) // p.steps)
     top_share = top[0]["total_us"] / 1e3 / busy_ms * 100
     n_buckets = len(buckets)
@@ -798,18 +823,18 @@ def _key(p, seed, gpu, v, ph, steps, batches, buckets, trace, topo, fwd, bwd, op
         obs("comm_hidden_pct", "all-reduce time under backward", hidden_pct, "%", 1),
         obs("exposed_comm_ms", "all-reduce left after backward ends (last bucket)", exposed_comm_ms, "ms", 3),
         obs("nvidia_smi_util_pct", f"nvidia-smi utilization ({SMI_SAMPLE_S:g} s sample windows)", smi_pct, "%", 0)
-        if not v2 else obs("nvidia_smi_util_pct", "nvidia-smi utilization.gpu, mean of GPU 0's samples (NVML: share "
-                           f"of each {NVML_SAMPLE_S * 1e3:.0f} ms period with a kernel running)", smi_pct, "%", 0),
+        if not v2 else obs("nvidia_smi_util_pct", "nvidia-smi utilization.gpu, mean of the GPUs' samples (NVML: "
+                           f"share of each {NVML_SAMPLE_S * 1e3:.0f} ms period with a kernel running)", smi_pct, "%",
+                           0),
         obs("gpu_busy_pct", "compute-stream busy share of the step (what DCGM GR_ENGINE_ACTIVE shows)", busy_pct,
             "%", 1),
         obs("synthetic_step_ms", "step with synthetic in-memory data", synthetic_ms, "ms"),
         obs("fixed_supply_img_s", f"supply with {FIX_WORKERS} workers", fixed_supply, "img/s", 0),
         obs("residual_idle_ms", "idle left after the fix (host overhead, last bucket, queue hand-over)", residual_ms,
             "ms"),
-        *([obs("nvidia_smi_util_max_pct", "nvidia-smi utilization.gpu, GPU 0's highest sample", smi[0]["max"],
-               "%", 0),
-           obs("nvidia_smi_util_min_pct", "nvidia-smi utilization.gpu, GPU 0's lowest sample", smi[0]["min"], "%",
-               0)] if v2 else []),
+        *([obs("nvidia_smi_util_max_pct", "nvidia-smi utilization.gpu, highest sample", smi_max, "%", 0),
+           obs("nvidia_smi_util_min_pct", "nvidia-smi utilization.gpu, lowest sample", smi_min, "%", 0)]
+          if v2 else []),
         obs("mfu_pct", "MFU", mfu, "%", 1),
         obs("expected_mfu_pct", "MFU after the fix", mfu_after, "%", 1),
         obs("busy_mfu_pct", "MFU inside the busy time", mfu_busy, "%", 1),
@@ -825,7 +850,7 @@ def _key(p, seed, gpu, v, ph, steps, batches, buckets, trace, topo, fwd, bwd, op
              f"Here is rank 0's trace. Walk me through it.") if not v2 else (
         f"{n}x {gpu.key} ({gpu.interconnect}), {p.model} (~{v['params'] / 1e6:.0f}M params) image-classification "
         f"pre-training at {p.image_px} px, batch {B} images/GPU, DDP with bf16 autocast. The nvidia-smi "
-        f"utilization graph keeps touching {smi[0]['max']}% (GPU 0's samples average {smi_pct:.0f}%), but "
+        f"utilization graph keeps touching {smi_max}% (its samples average {smi_pct:.0f}%), but "
         f"throughput is {deficit_pct:.0f}% below the reference run. Here is rank 0's trace. Walk me through it.")
     key = make_key(
         scenario, p, seed, brief=brief, observations=observations,
@@ -867,12 +892,12 @@ def _key(p, seed, gpu, v, ph, steps, batches, buckets, trace, topo, fwd, bwd, op
                 # NVML's utilization.gpu: the share of each sample period in which one or more
                 # kernels ran; a period that falls in the busy stretch reads ~99% whatever the
                 # kernels' efficiency, one in the loader gap ~0%
-                "claim": (f"nvidia-smi's utilization reads up to {smi[0]['max']}%, so the GPU is busy and the kernels "
+                "claim": (f"nvidia-smi's utilization reads up to {smi_max}%, so the GPU is busy and the kernels "
                           f"must be slow."),
                 "why_wrong": (f"nvidia-smi's utilization is the share of each ~{NVML_SAMPLE_S * 1e3:.0f} ms sample "
                               f"period in which some kernel ran. A sample that falls inside the {busy_ms:.0f} ms busy "
-                              f"stretch reads ~{smi[0]['max']}%, one inside the {gap_ms:.0f} ms loader gap "
-                              f"~{smi[0]['min']}%; averaged they read {smi_pct:.0f}%, the busy share "
+                              f"stretch reads ~{smi_max}%, one inside the {gap_ms:.0f} ms loader gap "
+                              f"~{smi_min}%; averaged they read {smi_pct:.0f}%, the busy share "
                               f"({busy_pct:.0f}%), not saturation. Even a reading of 100% would say nothing about "
                               f"SM occupancy or efficiency, so it cannot say the kernels are slow: the trace shows "
                               f"the compute stream idle {idle_ms:.0f} of every {step_ms:.0f} ms ({idle_pct:.0f}%) "
@@ -910,7 +935,7 @@ def _key(p, seed, gpu, v, ph, steps, batches, buckets, trace, topo, fwd, bwd, op
             f"one: the CPU row is stuck in DataLoader.__next__ and {W} worker processes are pegged decoding JPEGs. "
             + (f"nvidia-smi said {smi_pct:.0f}% util, but that counter is 'any kernel resident', not 'busy'; the "
                f"trace overrules it. " if not v2 else
-               f"nvidia-smi's samples touch {smi[0]['max']}% but average {smi_pct:.0f}%: utilization is only the "
+               f"nvidia-smi's samples touch {smi_max}% but average {smi_pct:.0f}%: utilization is only the "
                f"share of each sample period with a kernel running, nothing about efficiency, and the trace shows "
                f"{idle_pct:.0f}% of the step idle. ")
             + f"Supply math: {W} workers give ~{sup} images/s; the GPU consumes {dem}. The busy "
