@@ -2,15 +2,17 @@
 
 The pathology: too few DataLoader workers decode and augment JPEGs on the CPU more
 slowly than the GPU consumes batches. The GPU finishes a step and then waits, at the
-start of the next one, for Python to hand it a batch. nvidia-smi still reads 100%
-utilization, because its counter only asks whether a kernel was resident in a coarse
-sample window, not how much of the window was busy.
+start of the next one, for Python to hand it a batch. nvidia-smi's utilization graph
+still touches 100%: its reading is the share of each short sample period in which some
+kernel ran, so every period that falls in the busy stretch reads ~100% (version 1 modelled
+it as "any kernel in a 1 s window" and read 100% flat).
 
 What a strong read notices: a clean step period well above the reference run; the
 compute stream idle for the first ~37% of every step, while the main thread sits in
-`enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__` and the pt_data_worker
-rows are pegged with per-image decode/augment slices; the busy part of the step is
-healthy (bucketed all-reduces hidden under backward, normal kernel mix), so there is
+`enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__`, and the worker processes
+(outside the profiler's process: nsys's per-process view) are pegged decoding and
+augmenting; the busy part of the step is healthy (bucketed all-reduces hidden under
+backward, normal kernel mix), so there is
 nothing to win inside it; the supply/demand arithmetic (workers x per-worker rate vs
 batch / busy time) explains the gap exactly: gap = busy x (demand / supply - 1). Traps
 rejected out loud: "nvidia-smi says 100%, so the kernels are slow" and "it's the HtoD
@@ -58,16 +60,53 @@ Canonical: the seed's 4xA100-80GB, ViT-L/16 (~304M params), batch 256 images/GPU
   the step is busy + the host overhead that is not loader wait, ~325 ms, 1.57x; the
   synthetic-data run reads ~1 ms less (no __next__ at all). The reference run is taken
   to be that fed step, so "35% below reference" reads ~36%.
-- nvidia-smi's 100%: modelled as the seed describes it (a sample reads busy when any
-  kernel was resident in its ~1 s window); every window holds kernels, so every GPU
-  reads 100% while the compute stream is idle ~37% of each step. DCGM's
-  GR_ENGINE_ACTIVE reads the truth (~63%).
+- nvidia-smi's 100%: version 1 modelled it as the seed describes it (a sample reads busy
+  when any kernel was resident in its ~1 s window), so every GPU read 100% flat. NVML
+  defines utilization.gpu as the share of each sample period (1/6 s to 1 s by product)
+  in which one or more kernels ran: version 2 samples every 1/6 s, so a period inside the
+  ~320 ms busy stretch reads ~100% and one inside the ~190 ms gap ~0%, and the mean is the
+  busy share, ~63%. The brief's "nvidia-smi shows 100%" becomes "the utilization graph
+  keeps touching 100% (mean ~63%)": the seed's story (a graph that reads busy while the
+  step starves) without a reading NVML cannot produce.
 
 Seeds draw A100 or H100, ViT-B/16, ViT-L/16 or ViT-H/14, 160-224 px, batch 128-384,
 2-6 workers at 150-320 img/s each, conditioned on supply / demand in [0.35, 0.75] so
 the starvation stays the story (a gap of a quarter to two thirds of the step).
 
-Versions: 1, first model.
+Versions: 1, first model. 2 (current), from issue 13's expert review and the fidelity page:
+- the host's side as real traces show it (app/hosttime.MEASURED_2): kernel gaps with the
+  real 3-20 µs tail, launch calls and launch latencies drawn, Python between ops, and
+  every row the case draws itself (the loader hand-over, the event record/wait, the DDP
+  hooks' calls, zero_grad, the gap between steps) varied step to step instead of
+  constant;
+- the op tree around each launch (app/trace/optree.py: aten::linear > aten::t, matmul >
+  mm; backward's evaluate_function > node > mm), with record_shapes' Input Dims,
+  sequence numbers carried from forward to backward with fwdbwd flows, and each kernel
+  with the grid its own shape needs; DDP's AccumulateGrad hooks start ~20 µs after their
+  gradient's node closes (the autograd engine's time), so the trees and hooks nest;
+- torch.profiler records only the process it runs in: the pt_data_worker rows of
+  version 1 (each worker's __getitem__ and PIL decode on a thread of the main process)
+  are gone from the export; the workers are processes of their own, shown with their
+  CPU use and NVTX ranges by the `nsys-processes` tool (Nsight Systems' per-process
+  view), where the decisive "workers pegged" reading now lives;
+- nvidia-smi on NVML's definition (above), with per-sample readings (nvidia-smi -q's
+  "GPU Utilization Samples" and a -lms log); the trap is rejected on it: utilization
+  says nothing about SM occupancy or efficiency, and its samples read high while the
+  step starves;
+- seeds draw only steps that fit the GPU's memory (app/feasibility.py, AMP's fp32
+  weights, gradients and AdamW state plus the ViT's activations): version 1 drew ViT-H
+  at 224 px and large batches needing up to ~150 GB of an 80 GB GPU.
+Canonical: step ~511 ms, idle ~191 ms (37%), busy ~320 ms, after the fix ~324 ms (1.57x),
+as in version 1 to within 0.5%; nvidia-smi 100% flat -> samples 0-100% on each GPU, their
+mean 63%.
+Version 1 is still built for what was made with it.
+
+The fixed build (version 2, `fixed=True`; `tracedojo generate dataloader --fixed`): the same
+instance with the key's fix applied: 16 workers, prefetch_factor=4, pin_memory=True (the
+batch copy from pinned memory at PCIe's ~22 GB/s on A100 hosts, ~45 on H100, its
+cudaMemcpyAsync only enqueueing; __next__ takes a batch the pin-memory thread already
+pinned). The loader is ahead of the GPU, so the step is busy + the host work that is not
+loader wait: canonical 323.6 ms against the key's 324.5.
 """
 
 from __future__ import annotations
@@ -77,9 +116,11 @@ from typing import Literal
 
 import numpy as np
 
-from app import physics, training, workload
-from app.scenario import Built, Hint, Scenario, ScenarioParams, gpu_clock_report, make_key, new_builder, obs, param
-from app.trace import intervals
+from app import feasibility, hosttime, physics, training, workload
+from app.hosttime import HostTiming
+from app.scenario import (Built, Hint, Scenario, ScenarioParams, building, fixed, gpu_clock_report, make_key,
+                          new_builder, obs, param)
+from app.trace import intervals, optree
 from app.trace.builder import Kind, KernelInfo, TraceBuilder
 from app.trace.emit import cpu_span, launch_phase, memcpy, runtime_call
 from app.trace.schedule import in_order
@@ -112,7 +153,19 @@ MTA_MAX_BLOCKS = 320  # chunks per launch
 MTA_MAX_TENSORS = {1: 110, 2: 64, 3: 48, 4: 36}  # tensors per launch by list depth
 BUCKET_CAP_MIB, FIRST_BUCKET_MIB = 25.0, 1.0  # DDP defaults
 FIX_WORKERS = 16
+# version 2: the autograd engine's time between a gradient's node closing (its op tree's last
+# close: at most ~10 µs after its launch op) and the AccumulateGrad hook, plus ~8 µs drawn
+ENGINE_NS = 12_000
+FIX_PREFETCH = 4  # prefetch_factor after the fix: batches in flight per worker
+# pinned-memory HtoD over the host link, as bandwidthTest measures it: PCIe Gen4 x16 on A100
+# SXM hosts ~22-24 GB/s, Gen5 x16 on H100 SXM ~45-55 GB/s
+PINNED_H2D_GBPS = {"A100": 22.0, "H100": 45.0}
+# __next__ on a batch the pin-memory thread already pinned: a queue.get, no unpickling
+PINNED_HANDOVER_NS = 150_000
 SMI_SAMPLE_S = 1.0  # nvidia-smi's utilization sample window (1/6 s to 1 s by product)
+# version 2: NVML's sample period on A100/H100 SXM boards, the short end of that range;
+# long enough to hold part of a step, short enough for its readings to swing with it
+NVML_SAMPLE_S = 1 / 6
 SUPPLY_BAND = (0.35, 0.75)  # supply / demand the seeds are conditioned on
 NCCL_F32 = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 CONV = {  # cuDNN implicit-GEMM kernels of the patch-embedding conv (NHWC, bf16)
@@ -161,11 +214,14 @@ class Params(ScenarioParams):
     @classmethod
     def draw(cls, rng: np.random.Generator) -> "Params":
         """Uniform over the declared ranges (crop and batch in steps of 32), conditioned
-        on supply / demand inside SUPPLY_BAND: rejection sampling on the same stream."""
+        on supply / demand inside SUPPLY_BAND: rejection sampling on the same stream. Version 2
+        also rejects a draw whose step would not fit in the GPU's memory (app/feasibility.py)."""
         for _ in range(1000):
             p = super().draw(rng)
             p = p.model_copy(update={"image_px": 32 * round(p.image_px / 32),
                                      "batch_per_gpu": 32 * round(p.batch_per_gpu / 32)})
+            if building() >= 2 and not _memory(p).fits(physics.GPUS[p.gpu]):
+                continue
             ph = _phases(p)
             if SUPPLY_BAND[0] <= ph["supply_img_s"] / ph["demand_img_s"] <= SUPPLY_BAND[1]:
                 return p
@@ -191,6 +247,14 @@ def _vit(p: Params) -> dict:
     tensors += [("norm.weight", h), ("norm.bias", h), ("head.weight", CLASSES * h), ("head.bias", CLASSES)]
     return {**m, "side": side, "patches": side * side, "seq": seq, "tokens": p.batch_per_gpu * seq,
             "tensors": tensors, "params": float(sum(n for _, n in tensors))}
+
+
+def _memory(p: Params) -> feasibility.TrainingMemory:
+    """Per-GPU memory of the step: AMP keeps fp32 weights, gradients and AdamW state
+    (feasibility's master_fp32), and the ViT's activations at batch x tokens, no recompute."""
+    v = _vit(p)
+    return feasibility.training_memory(v["params"], world=p.world_size, tokens_per_gpu=v["tokens"],
+                                       hidden=v["hidden"], layers=v["layers"], master_fp32=True)
 
 
 def _phases(p: Params) -> dict:
@@ -298,25 +362,43 @@ def _adamw(v: dict):
 
 def _launch(b: TraceBuilder, *, pid: int, tid: int, stream: int, op_ids, kernel_ids, dur_ns, cpu_t0: int,
             gpu_t0: int, overhead_ns, launch_ns, hole_ns=None, emit_op=None, gpu_gap_ns=1_200,
-            kernel_extra=None):
+            kernel_extra=None, timing: HostTiming = hosttime.V1, rng=None, between_mask=None, shaped=None):
     """launch_phase with CPU time after chosen ops (`hole_ns`: where DDP's hooks run on the
     autograd thread) and ops that are not their own span (`emit_op` False: the second and
-    later launches of one foreach op). Returns op start/end and kernel start/end."""
+    later launches of one foreach op). Returns op start/end and kernel start/end.
+    `timing` (version 2: hosttime.MEASURED_2, with `rng`): kernel gaps, launch latency and the
+    Python between ops as measured; `between_mask`: the ops followed by Python (the last
+    launch of each foreach op; the others are its own C++ loop). `shaped` (version 2): launch_phase's
+    op tree, autograd numbering and per-launch configurations (tree, autograd, backward, kernel_cfg)."""
+    latency = 3_000
+    if timing.measured:
+        n = len(kernel_ids)
+        gpu_gap_ns = timing.kernel_gaps_ns(rng, n)
+        latency = timing.launch_latency_ns(rng, n)
+        between = timing.between_ops_ns(rng, n)
+        if between_mask is not None:
+            between = np.where(between_mask, between, 0)
+        hole_ns = between if hole_ns is None else between + hole_ns
     done = launch_phase(b, host_pid=pid, cpu_tid=tid, gpu_pid=0, stream=stream, op_names=np.asarray(op_ids),
                         kernel_names=np.asarray(kernel_ids), kernel_dur_ns=dur_ns, cpu_t0=cpu_t0, gpu_t0=gpu_t0,
                         op_overhead_ns=overhead_ns, launch_ns=launch_ns, gpu_gap_ns=gpu_gap_ns,
-                        kernel_extra=kernel_extra, free_after_ns=hole_ns, emit_op=emit_op)
+                        launch_latency_ns=latency, kernel_extra=kernel_extra, free_after_ns=hole_ns, emit_op=emit_op,
+                        **(shaped or {}))
     return done.op_start, done.op_end, done.kernel_start, done.kernel_end
 
 
 def _hooks(b: TraceBuilder, topo: training.Topology, *, starts: np.ndarray, hook_ns: np.ndarray,
-           gpu_ready: np.ndarray, nccl_free: int, dur_ns: np.ndarray, nelems: list[int], world: int, kernel_id: int):
+           gpu_ready: np.ndarray, nccl_free: int, dur_ns: np.ndarray, nelems: list[int], world: int, kernel_id: int,
+           timing: HostTiming = hosttime.V1, rng=None):
     """DDP's bucket all-reduces fired from AccumulateGrad hooks on the autograd thread.
 
     The NCCL stream waits on an event recorded after the bucket's last gradient kernel,
-    so each kernel starts at max(gradient ready, launch + latency, previous NCCL end)."""
+    so each kernel starts at max(gradient ready, launch + latency, previous NCCL end).
+    Version 2 (`timing` measured, with `rng`): the calls' lengths and offsets vary per hook."""
     pid, tid = topo.host_pid, topo.autograd_tid
     n = len(starts)
+    vary = (lambda ns: np.array([timing.host_ns(rng, ns) for _ in range(n)], np.int64)) if timing.measured else (
+        lambda ns: ns)
     colls = [{"Collective name": "allreduce", "In msg nelems": int(e), "Out msg nelems": int(e),
               "Group size": world, "dtype": "Float", "In split size": "[]", "Out split size": "[]",
               "Process Group Name": "0", "Process Group Description": "default_pg",
@@ -329,12 +411,14 @@ def _hooks(b: TraceBuilder, topo: training.Topology, *, starts: np.ndarray, hook
     for name, cat, lead, tail, extra in spans:
         b.add(Kind.CPU, cat, name, pid, tid, starts + lead, hook_ns - lead - tail, ext=b.external_ids(n), extra=extra)
     for name, off in (("cudaEventRecord", 20_000), ("cudaStreamWaitEvent", 26_000)):
-        b.add(Kind.RUNTIME, "cuda_runtime", name, pid, tid, starts + off, 3_000, ext=b.external_ids(n),
+        b.add(Kind.RUNTIME, "cuda_runtime", name, pid, tid, starts + off, vary(3_000), ext=b.external_ids(n),
               corr=b.correlation_ids(n))
     launch_at = starts + 40_000
     corr, ext = b.correlation_ids(n), b.external_ids(n)
-    b.add(Kind.RUNTIME, "cuda_runtime", "cudaLaunchKernel", pid, tid, launch_at, 9_000, ext=ext, corr=corr)
-    k_start = in_order(np.maximum(gpu_ready + 4_000, launch_at + 9_000 + 12_000), dur_ns, 2_000, nccl_free)
+    launch_ns = timing.launch_calls_ns(rng, n) if timing.measured else 9_000
+    b.add(Kind.RUNTIME, "cuda_runtime", "cudaLaunchKernel", pid, tid, launch_at, launch_ns, ext=ext, corr=corr)
+    k_start = in_order(np.maximum(gpu_ready + vary(4_000), launch_at + launch_ns + vary(12_000)), dur_ns,
+                       timing.kernel_gaps_ns(rng, n, 2_000), nccl_free)
     b.add(Kind.KERNEL, "kernel", np.full(n, kernel_id, np.int32), topo.gpu, topo.nccl_stream, k_start, dur_ns,
           ext=ext, corr=corr, extra=colls)
     return k_start, k_start + dur_ns
@@ -384,10 +468,22 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
     img_bytes = B * 3 * p.image_px * p.image_px * FP32  # ToTensor + Normalize: float32 in the workers
     lbl_bytes = B * 8  # int64 labels
 
+    v2 = building() >= 2
+    # version 2: host rows as real traces show them; the fixed build feeds the GPU
+    timing = hosttime.MEASURED_2 if v2 else hosttime.V1
+    h = lambda ns: timing.host_ns(rng, ns)  # noqa: E731  (version 1: the nominal length, no draw)
+    fx = v2 and fixed()
+    if fx:
+        W = FIX_WORKERS
+    prefetch = FIX_PREFETCH if fx else 2
+    h2d_gbps = PINNED_H2D_GBPS[p.gpu] if fx else p.h2d_gbps
+
     b, pid, t0 = new_builder(rng, gpu, rank=0, world=p.world_size, visible_gpus=p.world_size)
     worker_tids = [pid + 211 + 7 * i for i in range(W)]
     topo = training.Topology(pid, pid, pid + 37, 0, 7, nccl_stream=int(rng.choice([40, 52, 84])), copy_stream=13)
-    topo.name_rows(b, workers=worker_tids)
+    # torch.profiler records only its own process: the workers are processes of their own
+    # (version 2 leaves them to the per-process view, tool nsys-processes)
+    topo.name_rows(b, workers=[] if v2 else worker_tids)
     f_ops, f_kern = workload.intern(b, fwd)
     b_ops, b_kern = workload.intern(b, bwd)
     o_ops, o_kern = workload.intern(b, opt_specs)
@@ -400,9 +496,19 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
     group_head = np.maximum.accumulate(np.where(first_at_op, np.arange(len(buckets)), 0))
     opt_first = np.r_[True, opt_group[1:] != opt_group[:-1]]
     opt_first_i = np.flatnonzero(opt_first)
+    f_shaped = b_shaped = None
+    autograd = None
+    if v2:  # the op tree around each launch, record_shapes, per-launch grids; sequence numbers fwd -> bwd
+        widths = (v["hidden"], 3 * v["hidden"], v["ffn"], CLASSES)
+        autograd = optree.Autograd(b, first=int(rng.integers(2_000, 400_000)))
+        f_shaped = {"tree": [optree.tree_for(x, widths) for x in fwd], "autograd": autograd,
+                    "kernel_cfg": workload.launch_configs(b, fwd)}
+        b_shaped = {"tree": [optree.tree_for(x, widths) for x in bwd], "autograd": autograd, "backward": True,
+                    "kernel_cfg": workload.launch_configs(b, bwd)}
 
     # -- the loader: worker k % W builds batch k; each keeps prefetch_factor=2 in flight --
     cycle_ns = B / p.per_worker_img_s * 1e9  # one worker, one batch (images + collate + queue put)
+    worker_pids = [pid + 1_043 + 2 * i for i in range(W)]  # forked after the main process
     period_ns = cycle_ns / W
     collate_ns = int(img_bytes / 8e9 * 1e9)  # torch.stack into shared memory at ~8 GB/s
     put_ns = 200_000
@@ -424,7 +530,7 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
             done = int(t0 + 25_000 + wait_est + (k - 1) * period_ns)
             start = done - (c - put_ns)
         else:
-            issue = consumed.get(k - 2 * W, -(2**62))
+            issue = consumed.get(k - prefetch * W, -(2**62))
             start = max(last_worker_free[w], issue)
             done = start + c - put_ns
         last_worker_free[w] = done + put_ns
@@ -450,26 +556,31 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
         s0 = t
         main = topo.main_tid
         # wait_stream(copy stream) left over from the previous iteration's prefetch
-        runtime_call(b, "cudaEventRecord", pid, main, s0 + 5_000, 3_000)
-        runtime_call(b, "cudaStreamWaitEvent", pid, main, s0 + 11_000, 3_000)
-        req = s0 + 25_000
+        ev0 = s0 + h(5_000)
+        runtime_call(b, "cudaEventRecord", pid, main, ev0, h(3_000))
+        runtime_call(b, "cudaStreamWaitEvent", pid, main, ev0 + h(6_000), h(3_000))
+        req = s0 + h(25_000)
         batch_ready = produce(i + 1)
-        got = max(batch_ready, req) + int(rng.uniform(0.6, 1.2) * 1e6)  # unpickle the batch from the queue
+        # unpickle the batch from the queue (version 2: a pinned batch is already in page-locked memory)
+        unpickle = int(rng.uniform(0.6, 1.2) * 1e6) if not v2 else h(PINNED_HANDOVER_NS if fx else 900_000)
+        got = max(batch_ready, req) + unpickle
         consumed[i + 1] = got
         cpu_span(b, LOADER_NEXT, pid, main, req, got)
-        # batch i+1 to the GPU on the side stream (pageable: pin_memory=False)
-        c0 = got + 20_000
+        # batch i+1 to the GPU on the side stream (pageable: pin_memory=False; fixed: pinned)
+        c0 = got + h(20_000)
         h2d = []
-        for nbytes, api in ((img_bytes, int(rng.uniform(150, 300) * 1e3)), (lbl_bytes, 8_000)):
-            dur = int(nbytes / (p.h2d_gbps * 1e9) * 1e9 * rng.normal(1.0, 0.01)) + 1_500
+        img_api = int(rng.uniform(150, 300) * 1e3) if not fx else h(25_000)  # pinned: the call only enqueues
+        for nbytes, api in ((img_bytes, img_api), (lbl_bytes, h(8_000))):
+            dur = int(nbytes / (h2d_gbps * 1e9) * 1e9 * rng.normal(1.0, 0.01)) + 1_500
             gstart = max(c0 + 12_000, copy_free)
             cpu_span(b, "aten::to", pid, main, c0, c0 + api + 14_000, cat="cpu_op")
             cpu_span(b, "aten::_to_copy", pid, main, c0 + 2_000, c0 + api + 12_000, cat="cpu_op")
-            memcpy(b, host_pid=pid, cpu_tid=main, gpu_pid=0, stream=topo.copy_stream, kind="HtoD", nbytes=nbytes,
+            memcpy(b, host_pid=pid, cpu_tid=main, gpu_pid=0, stream=topo.copy_stream,
+                   kind="HtoD_pinned" if fx else "HtoD", nbytes=nbytes,
                    cpu_start_ns=c0 + 4_000, api_ns=api, gpu_start_ns=gstart, gpu_dur_ns=dur)
             h2d.append((gstart, gstart + dur))
             copy_free = gstart + dur
-            c0 += api + 20_000
+            c0 += api + h(20_000)
         # forward of batch i (copied during the previous step) on the main thread
         f_t0 = c0 + int(p.host_overhead_ms * 1e6 * rng.uniform(0.9, 1.1))
         f_ns = workload.scaled_durations_ns(w_f, ph["fwd_ms"] * rng.normal(1, 0.004), rng)
@@ -478,66 +589,128 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
         sum_f += f_ns
         sum_b += b_ns
         sum_o += o_ns
-        oh, ln = training.op_overheads_ns(rng, len(fwd), p.op_overhead_us)
+        oh, ln = training.op_overheads_ns(rng, len(fwd), p.op_overhead_us, timing)
         _, fo1, fk0, fk1 = _launch(b, pid=pid, tid=main, stream=7, op_ids=f_ops, kernel_ids=f_kern, dur_ns=f_ns,
-                                  cpu_t0=f_t0, gpu_t0=gpu_free, overhead_ns=oh, launch_ns=ln)
+                                  cpu_t0=f_t0, gpu_t0=gpu_free, overhead_ns=oh, launch_ns=ln, timing=timing, rng=rng,
+                                  shaped=f_shaped)
         cpu_span(b, "DistributedDataParallel.forward", pid, main, f_t0 - min(600_000, (f_t0 - c0) // 2),
-                 int(fo1[-1]) + 3_000)
+                 int(fo1[-1]) + (h(6_000) if v2 else 3_000))  # v2: after the last op tree's closes (<= 4 µs)
         # backward on the autograd thread; DDP's hooks fire bucket all-reduces in between
         hook_ns = rng.uniform(100, 160, len(buckets)).astype(np.int64) * 1_000
+        engine_ns = np.zeros(len(buckets), np.int64)
+        if v2:  # off the µs grid; the engine's time from the gradient's node closing to AccumulateGrad
+            hook_ns += rng.integers(0, 1_000, len(buckets))
+            engine_ns += ENGINE_NS + np.array([h(8_000) for _ in buckets], np.int64)
         hole = np.zeros(len(bwd), np.int64)
-        np.add.at(hole, ready_idx, hook_ns)
-        oh, ln = training.op_overheads_ns(rng, len(bwd), p.op_overhead_us)
+        np.add.at(hole, ready_idx, hook_ns + engine_ns)
+        oh, ln = training.op_overheads_ns(rng, len(bwd), p.op_overhead_us, timing)
         _, bo1, bk0, bk1 = _launch(b, pid=pid, tid=topo.autograd_tid, stream=7, op_ids=b_ops, kernel_ids=b_kern,
-                                  dur_ns=b_ns, cpu_t0=int(fo1[-1]) + 30_000, gpu_t0=int(fk1[-1]),
-                                  overhead_ns=oh, launch_ns=ln, hole_ns=hole)
+                                  dur_ns=b_ns, cpu_t0=int(fo1[-1]) + h(30_000), gpu_t0=int(fk1[-1]),
+                                  overhead_ns=oh, launch_ns=ln, hole_ns=hole, timing=timing, rng=rng,
+                                  shaped=b_shaped)
         # bucket j's hook sits after its ready op, behind the hooks of earlier buckets there
-        before = np.cumsum(hook_ns[by_op]) - hook_ns[by_op]
+        before = np.cumsum((hook_ns + engine_ns)[by_op]) - (hook_ns + engine_ns)[by_op]
         offs = np.empty(len(buckets), np.int64)
         offs[by_op] = before - before[group_head]
-        hs = bo1[ready_idx] + offs
+        hs = bo1[ready_idx] + offs + engine_ns
         a_ns = (ar_ns * rng.normal(1, 0.01, len(buckets))).astype(np.int64)
         order_t = np.argsort(hs, kind="stable")
         n0, n1 = _hooks(b, topo, starts=hs[order_t], hook_ns=hook_ns[order_t], gpu_ready=bk1[ready_idx][order_t],
                         nccl_free=nccl_free, dur_ns=a_ns[order_t],
-                        nelems=[buckets[j]["nelems"] for j in order_t], world=p.world_size, kernel_id=nccl_id)
+                        nelems=[buckets[j]["nelems"] for j in order_t], world=p.world_size, kernel_id=nccl_id,
+                        timing=timing, rng=rng)
         nccl_free = int(n1[-1])
         bwd_cpu_end = int(bo1[-1] + hole[-1])
         # optimizer on the main thread once backward() returns; on the GPU after the last bucket
-        o_t0 = bwd_cpu_end + 40_000
+        o_t0 = bwd_cpu_end + h(40_000)
         oh = np.where(opt_first, rng.gamma(4.0, 10.0, len(opt_specs)) * 1e3 + 8_000, 2_500).astype(np.int64)
-        ln = rng.uniform(4.0, 7.0, len(opt_specs)).astype(np.int64) * 1_000
+        if v2:
+            ln = timing.launch_calls_ns(rng, len(opt_specs))
+        else:
+            ln = rng.uniform(4.0, 7.0, len(opt_specs)).astype(np.int64) * 1_000
         oo0, oo1, ok0, ok1 = _launch(b, pid=pid, tid=main, stream=7, op_ids=o_ops, kernel_ids=o_kern, dur_ns=o_ns,
-                                     cpu_t0=o_t0 + 60_000, gpu_t0=max(int(bk1[-1]), nccl_free) + 5_000,
+                                     cpu_t0=o_t0 + h(60_000), gpu_t0=max(int(bk1[-1]), nccl_free) + h(5_000),
                                      overhead_ns=oh, launch_ns=ln, emit_op=np.zeros(len(opt_specs), bool),
-                                     gpu_gap_ns=1_500)
+                                     gpu_gap_ns=1_500, timing=timing, rng=rng,
+                                     between_mask=np.r_[opt_first[1:], True])
         last = np.r_[opt_first_i[1:] - 1, len(opt_specs) - 1]
         for g, (fi, la) in enumerate(zip(opt_first_i, last)):
             cpu_span(b, opt_ops[g], pid, main, int(oo0[fi]), int(oo1[la]), cat="cpu_op")
-        opt_cpu_end = int(oo1[-1]) + 20_000
+        opt_cpu_end = int(oo1[-1]) + h(20_000)
         cpu_span(b, "Optimizer.step#AdamW.step", pid, main, o_t0, opt_cpu_end)
-        zg = opt_cpu_end + 15_000
-        cpu_span(b, "Optimizer.zero_grad#AdamW.zero_grad", pid, main, zg, zg + int(rng.uniform(150, 300) * 1e3))
-        t_end = training.sync_on_loss(b, topo, cpu_t0=zg + 320_000, gpu_done=int(ok1[-1]))
+        zg = opt_cpu_end + h(15_000)
+        if v2:  # set_to_none over the parameters, then Python until loss.item()
+            zg_end = zg + h(225_000)
+            cpu_span(b, "Optimizer.zero_grad#AdamW.zero_grad", pid, main, zg, zg_end)
+            t_end = training.sync_on_loss(b, topo, cpu_t0=zg_end + h(20_000), gpu_done=int(ok1[-1]), rng=rng,
+                                          timing=timing) + h(2_000)  # the step's annotation closes after .item()
+        else:
+            cpu_span(b, "Optimizer.zero_grad#AdamW.zero_grad", pid, main, zg, zg + int(rng.uniform(150, 300) * 1e3))
+            t_end = training.sync_on_loss(b, topo, cpu_t0=zg + 320_000, gpu_done=int(ok1[-1]))
         cpu_span(b, f"ProfilerStep#{first_step + i}", pid, main, s0, t_end)
         steps.append({"start": s0, "end": t_end, "req": req, "got": got, "ready": batch_ready, "h2d": h2d,
                       "fwd": (int(fk0[0]), int(fk1[-1])), "bwd": (int(bk0[0]), int(bk1[-1])),
                       "opt": (int(ok0[0]), int(ok1[-1])), "nccl": (n0, n1)})
         gpu_free = t_end  # the DtoH of loss.item() ended before the CPU resumed
-        t = t_end + 15_000
+        t = t_end + h(15_000)
     # batches still being built when the window closes fill the worker rows to the end
     k = p.steps
     while min(last_worker_free.values()) < t:
         k += 1
         produce(k)
-    _emit_workers(b, pid, worker_tids, batches, t0, t)
+    if not v2:
+        _emit_workers(b, pid, worker_tids, batches, t0, t)
     trace = b.build()
+    if fx:  # what the trace after the fix measures; the instance's key is the unfixed build's
+        windows = [(s["start"], n["start"]) for s, n in zip(steps, steps[1:])]
+        step_ms = float(np.mean([hi - lo for lo, hi in windows]) / 1e6)
+        busy_ns, gap_ns, _ = _stream_windows(trace, topo.compute_stream, windows)
+        wait_ms = float(np.mean([(s["got"] - s["req"]) / 1e6 for s in steps[:-1]]))
+        fixed_key = {"fixed": True, "observations": [
+            obs("step_ms", f"step after the fix ({W} workers, pinned memory, prefetch_factor={prefetch})", step_ms,
+                "ms"),
+            obs("gpu_busy_ms", "compute-stream busy per step", float(busy_ns.mean() / 1e6), "ms"),
+            obs("gpu_idle_ms", "compute-stream idle per step", step_ms - float(busy_ns.mean() / 1e6), "ms"),
+            obs("gap_ms", "compute-stream gap at the start of each step", float(gap_ns.mean() / 1e6), "ms"),
+            obs("dataloader_wait_ms", "main thread in DataLoader.__next__ per step", wait_ms, "ms"),
+            obs("supply_img_s", "images/s the loader supplies", W * float(np.mean(
+                [B / (bt["cycle"] / 1e9) for bt in batches])), "img/s", 1)]}
+        return Built(key=fixed_key, artifacts={"gpus": gpu_clock_report(gpu, p.world_size, rng),
+                                               "steps": [{"start_us": s["start"] / 1e3, "end_us": s["end"] / 1e3}
+                                                         for s in steps]},
+                     trace_for_rank=lambda rank: trace, ranks=1)
     key, artifacts = _key(p, seed, gpu, v, ph, steps, batches, buckets, trace, topo, fwd, bwd, opt_specs,
                           sum_f, sum_b, sum_o, img_bytes, rng)
+    if v2:  # what the profiler leaves out: the worker processes, for the per-process view (nsys-processes)
+        artifacts["dataloader"]["processes"] = {
+            "main": {"pid": pid, "name": "python3.11", "threads": ["pt_main_thread", f"pt_autograd_{topo.gpu}"]},
+            "workers": [{"pid": wp, "name": "python3.11", "worker_id": i} for i, wp in enumerate(worker_pids)],
+            "image_stages": [[name, share] for name, share in IMAGE_STAGES],
+            "batches": [{"worker": bt["worker"], "start_us": bt["start"] / 1e3, "collate_us": bt["collate_start"] / 1e3,
+                         "ready_us": bt["ready"] / 1e3, "images": B} for bt in sorted(batches, key=lambda x: x["k"])],
+        }
     return Built(key=key, artifacts=artifacts, trace_for_rank=lambda rank: trace, ranks=1)
 
 
 # -- the key ------------------------------------------------------------------------
+
+def _nvml_samples(ks: np.ndarray, ke: np.ndarray, lo: int, hi: int, gpus: int, rng) -> list[dict]:
+    """nvidia-smi's utilization.gpu per GPU as NVML defines it (version 2): for each sample
+    period, the percentage of it during which one or more kernels ran (any stream). A period
+    inside the busy stretch reads ~99%, one inside the loader gap ~0%; their mean is the busy
+    share. The ranks run in lockstep (every step ends in the same all-reduces), so each GPU is
+    sampled on rank 0's kernels, at its own phase: NVML's sampler is not aligned to the steps."""
+    us, ue = intervals.union(ks, ke)
+    period = int(NVML_SAMPLE_S * 1e9)
+    out = []
+    for g in range(gpus):
+        edges = lo + int(rng.uniform(0, period)) + np.arange(0, hi - lo, period)
+        edges = edges[edges + period <= hi]
+        read = [int(round(100 * intervals.busy_ns(us, ue, int(e), int(e) + period) / period)) for e in edges]
+        out.append({"period_s": round(NVML_SAMPLE_S, 4), "readings_pct": read, "n": len(read), "max": max(read),
+                    "min": min(read), "avg": float(round(np.mean(read)))})
+    return out
+
 
 def _stream_windows(trace, stream: int, windows: list[tuple[int, int]]):
     """Per window: busy ns and the largest idle gap on one GPU stream of GPU 0."""
@@ -608,6 +781,12 @@ def _key(p, seed, gpu, v, ph, steps, batches, buckets, trace, topo, fwd, bwd, op
     edges = lo + np.arange(n_win + 1) * int(SMI_SAMPLE_S * 1e9)
     hit = [bool(np.any((ks < edges[j + 1]) & (ke > edges[j]))) for j in range(n_win)]
     smi_pct = 100.0 * sum(hit) / n_win
+    v2 = building() >= 2
+    if v2:  # NVML's definition: the share of each sample period in which some kernel ran
+        smi = _nvml_samples(ks, ke, lo, hi, p.world_size, rng)
+        readings = np.concatenate([x["readings_pct"] for x in smi])
+        smi_pct = float(round(readings.mean()))
+        smi_max, smi_min = int(readings.max()), int(readings.min())
     top = workload.kernel_table(fwd + bwd + opt_specs, np.concatenate([sum_f, sum_b, sum_o]) // p.steps)
     top_share = top[0]["total_us"] / 1e3 / busy_ms * 100
     n_buckets = len(buckets)
@@ -643,13 +822,19 @@ def _key(p, seed, gpu, v, ph, steps, batches, buckets, trace, topo, fwd, bwd, op
         obs("nccl_kernels_per_step", "all-reduce buckets per step", n_buckets, "kernels", 0),
         obs("comm_hidden_pct", "all-reduce time under backward", hidden_pct, "%", 1),
         obs("exposed_comm_ms", "all-reduce left after backward ends (last bucket)", exposed_comm_ms, "ms", 3),
-        obs("nvidia_smi_util_pct", f"nvidia-smi utilization ({SMI_SAMPLE_S:g} s sample windows)", smi_pct, "%", 0),
+        obs("nvidia_smi_util_pct", f"nvidia-smi utilization ({SMI_SAMPLE_S:g} s sample windows)", smi_pct, "%", 0)
+        if not v2 else obs("nvidia_smi_util_pct", "nvidia-smi utilization.gpu, mean of the GPUs' samples (NVML: "
+                           f"share of each {NVML_SAMPLE_S * 1e3:.0f} ms period with a kernel running)", smi_pct, "%",
+                           0),
         obs("gpu_busy_pct", "compute-stream busy share of the step (what DCGM GR_ENGINE_ACTIVE shows)", busy_pct,
             "%", 1),
         obs("synthetic_step_ms", "step with synthetic in-memory data", synthetic_ms, "ms"),
         obs("fixed_supply_img_s", f"supply with {FIX_WORKERS} workers", fixed_supply, "img/s", 0),
         obs("residual_idle_ms", "idle left after the fix (host overhead, last bucket, queue hand-over)", residual_ms,
             "ms"),
+        *([obs("nvidia_smi_util_max_pct", "nvidia-smi utilization.gpu, highest sample", smi_max, "%", 0),
+           obs("nvidia_smi_util_min_pct", "nvidia-smi utilization.gpu, lowest sample", smi_min, "%", 0)]
+          if v2 else []),
         obs("mfu_pct", "MFU", mfu, "%", 1),
         obs("expected_mfu_pct", "MFU after the fix", mfu_after, "%", 1),
         obs("busy_mfu_pct", "MFU inside the busy time", mfu_busy, "%", 1),
@@ -662,7 +847,11 @@ def _key(p, seed, gpu, v, ph, steps, batches, buckets, trace, topo, fwd, bwd, op
     brief = (f"{n}x {gpu.key} ({gpu.interconnect}), {p.model} (~{v['params'] / 1e6:.0f}M params) image-classification "
              f"pre-training at {p.image_px} px, batch {B} images/GPU, DDP with bf16 autocast. nvidia-smi shows "
              f"{smi_pct:.0f}% GPU utilization, but throughput is {deficit_pct:.0f}% below the reference run. "
-             f"Here is rank 0's trace. Walk me through it.")
+             f"Here is rank 0's trace. Walk me through it.") if not v2 else (
+        f"{n}x {gpu.key} ({gpu.interconnect}), {p.model} (~{v['params'] / 1e6:.0f}M params) image-classification "
+        f"pre-training at {p.image_px} px, batch {B} images/GPU, DDP with bf16 autocast. The nvidia-smi "
+        f"utilization graph keeps touching {smi_max}% (its samples average {smi_pct:.0f}%), but "
+        f"throughput is {deficit_pct:.0f}% below the reference run. Here is rank 0's trace. Walk me through it.")
     key = make_key(
         scenario, p, seed, brief=brief, observations=observations,
         discipline={
@@ -673,7 +862,12 @@ def _key(p, seed, gpu, v, ph, steps, batches, buckets, trace, topo, fwd, bwd, op
             "gaps": (f"The compute stream is idle for the first {gap_ms:.0f} ms of every step ({idle_ms:.0f} ms idle "
                      f"in all, {idle_pct:.0f}%). During the gap the main thread is blocked in {LOADER_NEXT} for "
                      f"{wait_ms:.0f} ms and the {W} pt_data_worker rows are pegged with per-image JPEG decode and "
-                     f"augmentation. The GPU is not waiting on itself; it is waiting on Python."),
+                     f"augmentation. The GPU is not waiting on itself; it is waiting on Python.") if not v2 else (
+                f"The compute stream is idle for the first {gap_ms:.0f} ms of every step ({idle_ms:.0f} ms idle "
+                f"in all, {idle_pct:.0f}%). During the gap the main thread is blocked in {LOADER_NEXT} for "
+                f"{wait_ms:.0f} ms. The profiler records only the main process; the per-process view "
+                f"(nsys-processes) shows the {W} DataLoader worker processes pegged near 100% of a core with "
+                f"per-image JPEG decode and augmentation. The GPU is not waiting on itself; it is waiting on Python."),
             "overlap": (f"Once fed, the {busy_ms:.0f} ms of busy time is healthy: forward {fwd_ms:.0f}, backward "
                         f"{bwd_ms:.0f}, optimizer {opt_ms:.0f} ms; {n_buckets} bucketed all-reduces "
                         f"({nccl_ms:.0f} ms) run on the NCCL stream under backward ({hidden_pct:.0f}% hidden). "
@@ -689,11 +883,25 @@ def _key(p, seed, gpu, v, ph, steps, batches, buckets, trace, topo, fwd, bwd, op
                     f"{deficit_gap_ms:.0f} ms for the next batch."),
         traps=[{
             "id": "nvidia_smi_100",
-            "claim": f"nvidia-smi shows {smi_pct:.0f}% utilization, so the GPU is busy and the kernels must be slow.",
-            "why_wrong": (f"nvidia-smi's counter reads busy when any kernel was resident in its ~{SMI_SAMPLE_S:g} s "
-                          f"sample window; every window here holds kernels, so it reads {smi_pct:.0f}%. The trace "
-                          f"overrules it: the compute stream is idle {idle_ms:.0f} of every {step_ms:.0f} ms "
-                          f"({idle_pct:.0f}%), and the busy region already runs at {mfu_busy:.0f}% MFU."),
+            **({"claim": f"nvidia-smi shows {smi_pct:.0f}% utilization, so the GPU is busy and the kernels must be slow.",
+                "why_wrong": (f"nvidia-smi's counter reads busy when any kernel was resident in its ~{SMI_SAMPLE_S:g} s "
+                              f"sample window; every window here holds kernels, so it reads {smi_pct:.0f}%. The trace "
+                              f"overrules it: the compute stream is idle {idle_ms:.0f} of every {step_ms:.0f} ms "
+                              f"({idle_pct:.0f}%), and the busy region already runs at {mfu_busy:.0f}% MFU.")}
+               if not v2 else {
+                # NVML's utilization.gpu: the share of each sample period in which one or more
+                # kernels ran; a period that falls in the busy stretch reads ~99% whatever the
+                # kernels' efficiency, one in the loader gap ~0%
+                "claim": (f"nvidia-smi's utilization reads up to {smi_max}%, so the GPU is busy and the kernels "
+                          f"must be slow."),
+                "why_wrong": (f"nvidia-smi's utilization is the share of each ~{NVML_SAMPLE_S * 1e3:.0f} ms sample "
+                              f"period in which some kernel ran. A sample that falls inside the {busy_ms:.0f} ms busy "
+                              f"stretch reads ~{smi_max}%, one inside the {gap_ms:.0f} ms loader gap "
+                              f"~{smi_min}%; averaged they read {smi_pct:.0f}%, the busy share "
+                              f"({busy_pct:.0f}%), not saturation. Even a reading of 100% would say nothing about "
+                              f"SM occupancy or efficiency, so it cannot say the kernels are slow: the trace shows "
+                              f"the compute stream idle {idle_ms:.0f} of every {step_ms:.0f} ms ({idle_pct:.0f}%) "
+                              f"while the step is starved, and the busy region already runs at {mfu_busy:.0f}% MFU.")}),
         }, {
             "id": "h2d_copy",
             "claim": "The HtoD copy of the batch is the bottleneck.",
@@ -725,8 +933,12 @@ def _key(p, seed, gpu, v, ph, steps, batches, buckets, trace, topo, fwd, bwd, op
         model_answer=(
             f"Step is {step_ms:.0f} ms but the GPU compute stream is idle for the first {gap_ms:.0f} ms of every "
             f"one: the CPU row is stuck in DataLoader.__next__ and {W} worker processes are pegged decoding JPEGs. "
-            f"nvidia-smi said {smi_pct:.0f}% util, but that counter is 'any kernel resident', not 'busy'; the trace "
-            f"overrules it. Supply math: {W} workers give ~{sup} images/s; the GPU consumes {dem}. The busy "
+            + (f"nvidia-smi said {smi_pct:.0f}% util, but that counter is 'any kernel resident', not 'busy'; the "
+               f"trace overrules it. " if not v2 else
+               f"nvidia-smi's samples touch {smi_max}% but average {smi_pct:.0f}%: utilization is only the "
+               f"share of each sample period with a kernel running, nothing about efficiency, and the trace shows "
+               f"{idle_pct:.0f}% of the step idle. ")
+            + f"Supply math: {W} workers give ~{sup} images/s; the GPU consumes {dem}. The busy "
             f"{busy_ms:.0f} ms is healthy, comm hides under backward, so there's nothing to win inside it. Fix is "
             f"boring: {FIX_WORKERS} workers, pinned memory, prefetch; GPU decode only if the CPU becomes the wall "
             f"again. Confirm with a synthetic-data run: if step time drops to ~{synthetic_ms:.0f} ms, case closed. "
@@ -742,7 +954,9 @@ def _key(p, seed, gpu, v, ph, steps, batches, buckets, trace, topo, fwd, bwd, op
                          "comm_ms": round(nccl_ms, 2), "wait_ms": 0.0, "optimizer_ms": round(opt_ms, 2)})
     artifacts = {
         "per_rank": per_rank,
-        "gpus": gpu_clock_report(gpu, n, rng, util_pct=smi_pct),
+        "gpus": gpu_clock_report(gpu, n, rng, util_pct=smi_pct) if not v2 else gpu_clock_report(
+            gpu, n, rng, overrides={i: {"utilization_pct": x["avg"], "utilization_samples": x}
+                                    for i, x in enumerate(smi)}),
         "gpu": {"key": gpu.key, "peak_tflops": gpu.bf16_tflops, "mem_tbps": gpu.mem_tbps,
                 "ridge_flop_per_byte": round(physics.ridge_point(gpu), 1), "count": n},
         "kernels": top,
@@ -764,7 +978,9 @@ def _key(p, seed, gpu, v, ph, steps, batches, buckets, trace, topo, fwd, bwd, op
                                "gpu_idle_ms_synthetic": round(nonloader_idle_ms, 2),
                                "dataloader_wait_ms_before": round(wait_ms, 2)},
             "nvidia_smi": {"utilization_pct": smi_pct, "sample_period_s": SMI_SAMPLE_S,
-                           "compute_busy_pct": round(busy_pct, 1)},
+                           "compute_busy_pct": round(busy_pct, 1)} if not v2 else {
+                "utilization_pct": smi_pct, "sample_period_s": round(NVML_SAMPLE_S, 4),
+                "readings_pct": smi[0]["readings_pct"], "compute_busy_pct": round(busy_pct, 1)},
             "dcgm": {"DCGM_FI_PROF_GR_ENGINE_ACTIVE": round(busy_pct / 100, 3),
                      "DCGM_FI_DEV_GPU_UTIL": smi_pct, "sm_clock_mhz": gpu.max_sm_clock_mhz},
             "nsys_nvtx_sum": {"ranges": [
@@ -776,7 +992,7 @@ def _key(p, seed, gpu, v, ph, steps, batches, buckets, trace, topo, fwd, bwd, op
 
 
 scenario = Scenario(
-    id="dataloader", version=1, title="Input starvation",
+    id="dataloader", version=2, older=(1,), fixable=(2,), title="Input starvation",
     signature="The compute stream idles at the start of every step while the main thread waits in DataLoader.__next__",
     Params=Params, build=build,
     observations=("gpu_idle_ms", "gpu_busy_ms", "h2d_ms", "supply_img_s", "demand_img_s", "dataloader_wait_ms",
@@ -820,7 +1036,7 @@ scenario = Scenario(
     hints=(
         Hint("Who owns the idle",
              "While the compute stream is idle at the start of each step, which span is the main thread "
-             "inside, and what are the worker rows doing?"),
+             "inside, and what are the DataLoader's worker processes doing?"),
         Hint("Rates before kernels",
              "Work out how fast the GPU consumes a batch once it has one, and how fast a batch is produced for "
              "it. Compare the two rates before you look inside any kernel, and size anything else that looks "

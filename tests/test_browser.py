@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import scenarios
+from app import tools
 from app.scenario import observation
 from tests.server import running_server, wait_until
 
@@ -130,7 +131,7 @@ def test_area_selecting_one_step_reads_the_step(page, server, sid):
 def test_a_measurement_runs_beside_the_timeline(page, server):
     open_viewer(page, server, "/scenarios/launch-bound/canonical")
     options = page.locator("#tool-select option").all_inner_texts()
-    assert any(o.startswith("nsys-api-sum") for o in options) and len(options) == 14
+    assert any(o.startswith("nsys-api-sum") for o in options) and len(options) == len(tools.TOOLS)
     page.select_option("#tool-select", label=next(o for o in options if o.startswith("nsys-api-sum")))
     page.get_by_role("button", name="Run").click()
     out = page.locator("[data-tool-output]")

@@ -6,6 +6,7 @@ import functools
 import json
 import re
 
+import numpy as np
 import pytest
 
 import scenarios
@@ -67,9 +68,10 @@ def test_supply_demand_arithmetic_closes(seed):
     assert ob(seed, "step_ms") == pytest.approx(ob(seed, "batch") / supply * 1e3, rel=0.02)
     # gap = busy x (demand / supply - 1), give or take the few ms of host overhead
     assert ob(seed, "deficit_gap_ms") == pytest.approx(ob(seed, "gpu_idle_ms"), abs=6.0)
-    # phase spans = busy kernels + the ~1.2 µs launch gaps between them
+    # phase spans = busy kernels + the gaps between them (version 2: measured gaps, ~2.5 µs mean
+    # with the 3-20 µs tail, a few percent of a small model's busy time)
     spans = ob(seed, "fwd_ms") + ob(seed, "bwd_ms") + ob(seed, "opt_ms")
-    assert ob(seed, "gpu_busy_ms") - 0.05 < spans < ob(seed, "gpu_busy_ms") * 1.02 + 0.5
+    assert ob(seed, "gpu_busy_ms") - 0.05 < spans < ob(seed, "gpu_busy_ms") * 1.04 + 0.5
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -90,18 +92,80 @@ def test_h2d_copy_is_small_on_its_own_stream_beside_forward(seed):
 
 
 @pytest.mark.parametrize("seed", ["canonical", 3, 14])
-def test_worker_rows_are_pegged(seed):
-    d = doc(seed)
+def test_version_1_worker_rows_are_pegged(seed):
+    old = SCN.instance(seed, version=1)
+    d = json.loads(kineto.dumps(old.trace(0)))
     ev = xs(d)
     names = {m["tid"]: m["args"]["name"] for m in d["traceEvents"] if m["ph"] == "M" and m["name"] == "thread_name"}
     workers = [t for t, n in names.items() if "pt_data_worker_" in n]
-    assert len(workers) == inst(seed).params.workers
+    assert len(workers) == old.params.workers
     for tid in workers:
         images = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev if e["tid"] == tid
                         and e["name"] == "ImageFolder.__getitem__")
         for lo, hi in windows(d):
             busy = sum(max(0.0, min(b, hi) - max(a, lo)) for a, b in images)
             assert busy > 0.9 * (hi - lo), f"worker {tid} idles in a starved step"
+
+
+@pytest.mark.parametrize("seed", ["canonical", 3, 14])
+def test_the_profiler_records_only_its_own_process_and_nsys_shows_the_workers(seed):
+    """torch.profiler sees the main process only (version 1 drew the workers' decode into it);
+    the per-process view (nsys-processes) shows each worker pegged, supplying what the key says."""
+    from app import tools
+    from app.tools.processes import summary
+
+    d = doc(seed)
+    names = [m["args"]["name"] for m in d["traceEvents"] if m["ph"] == "M" and m["name"] == "thread_name"]
+    assert not any("pt_data_worker" in n for n in names)
+    assert not any(e["name"] in ("ImageFolder.__getitem__", "PIL.Image.open/decode") for e in xs(d))
+    assert {e["pid"] for e in xs(d) if e["cat"] in ("cpu_op", "user_annotation", "cuda_runtime")} == {
+        inst(seed).trace(0).processes[0][0]}
+    r = summary(inst(seed))
+    assert r["workers"] == inst(seed).params.workers
+    assert all(p["cpu_pct"] > 95 for p in r["processes"][1:]), "a starved step's workers are pegged"
+    assert r["supply_img_s"] == pytest.approx(ob(seed, "supply_img_s"), rel=0.05)
+    assert "pt_data_worker_0" in tools.run("nsys-processes", inst(seed))
+    with pytest.raises(tools.ToolNotApplicable):
+        tools.run("nsys-processes", SCN.instance(seed, version=1))
+
+
+@pytest.mark.parametrize("seed", ["canonical", 2, 9, 5])
+def test_nvidia_smi_reads_as_nvml_defines_it(seed):
+    """utilization.gpu is the share of each sample period with a kernel running: its samples
+    swing between the busy stretch and the loader gap, and their mean is the busy share
+    (version 1 read 100% at 37% idle)."""
+    busy_pct = ob(seed, "gpu_busy_pct")
+    assert ob(seed, "nvidia_smi_util_pct") == pytest.approx(busy_pct, abs=6)
+    hi, lo = ob(seed, "nvidia_smi_util_max_pct"), ob(seed, "nvidia_smi_util_min_pct")
+    period_ms = inst(seed).artifacts["experiments"]["nvidia_smi"]["sample_period_s"] * 1e3
+    assert hi > lo
+    if ob(seed, "gpu_busy_ms") > 1.2 * period_ms:  # some period falls wholly in the busy stretch
+        assert hi >= 95
+    if ob(seed, "gap_ms") > 1.2 * period_ms:  # and some wholly in the gap
+        assert lo <= 5
+    gpus = inst(seed).artifacts["gpus"]
+    every = [x for g in gpus for x in g["utilization_samples"]["readings_pct"]]
+    assert round(np.mean(every)) == ob(seed, "nvidia_smi_util_pct")
+    assert (max(every), min(every)) == (hi, lo)
+    for g in gpus:
+        r = g["utilization_samples"]["readings_pct"]
+        assert len(r) >= 4 and np.mean(r) == pytest.approx(busy_pct, abs=8)
+    trap = next(t for t in inst(seed).key["traps"] if t["id"] == "nvidia_smi_100")
+    assert "SM occupancy or efficiency" in trap["why_wrong"] and "sample period" in trap["why_wrong"]
+
+
+def test_every_drawn_instance_fits_in_memory():
+    """Version 2 draws only steps that fit the GPU (app/feasibility.py); version 1 drew ViT-H at
+    large batches that need more than the 80 GB."""
+    from app import feasibility, physics
+    from scenarios.dataloader import _memory
+
+    def share(v, seed):
+        p = SCN.params_for(seed, version=v)
+        return _memory(p).share_of(physics.GPUS[p.gpu])
+
+    assert max(share(2, seed) for seed in range(60)) <= feasibility.HBM_BUDGET
+    assert max(share(1, seed) for seed in range(60)) > 1.0
 
 
 @pytest.mark.parametrize("seed", ["canonical", 0, 7])
@@ -128,10 +192,10 @@ def test_canonical_matches_the_seed_story():
                            ("bwd_ms", 200, 0.03), ("opt_ms", 15, 0.03), ("demand_img_s", 800, 0.02),
                            ("per_worker_img_s", 251, 0.02), ("supply_img_s", 502, 0.02),
                            ("reference_step_ms", 330, 0.02), ("expected_step_ms", 325, 0.02),
-                           ("speedup", 1.57, 0.02), ("nvidia_smi_util_pct", 100, 0.0)]:
+                           ("speedup", 1.57, 0.02), ("nvidia_smi_util_pct", 63, 0.04)]:
         assert ob("canonical", oid) == pytest.approx(want, rel=tol), oid
     art = inst("canonical").artifacts
-    assert all(g["utilization_pct"] == 100 for g in art["gpus"]) and len(art["gpus"]) == 4
+    assert all(50 < g["utilization_pct"] < 75 for g in art["gpus"]) and len(art["gpus"]) == 4
     assert art["dataloader"]["workers"] == 2 and art["dataloader"]["batch"] == 256
     syn = art["experiments"]["synthetic_data"]
     assert syn["step_ms_synthetic"] == pytest.approx(ob("canonical", "gpu_busy_ms") + 5, abs=3)
@@ -162,3 +226,27 @@ def test_steps_param_scales_events_linearly():
     small = inst(0, (("steps", "10"),)).trace(0).event_count()
     big = inst(0, (("steps", "40"),)).trace(0).event_count()
     assert 3.7 < big / small < 4.3
+
+
+@pytest.mark.parametrize("seed", ["canonical", 2, 5])
+def test_ops_nest_as_a_profiler_writes_them(seed):
+    """Version 2's op tree (record_shapes, sequence numbers, fwdbwd flows) with DDP's hooks
+    between backward's nodes: on every host thread, spans nest or follow, never cross."""
+    d = doc(seed)
+    ev = xs(d)
+    ops = [e for e in ev if e["cat"] == "cpu_op"]
+    launches = [e for e in ev if e["name"] == "cudaLaunchKernel"]
+    assert 2.0 < len(ops) / len(launches) < 5.5  # real eager traces: 2.0-5.3 ops per launch
+    assert any(e["name"] == "aten::linear" and "Input Dims" in e["args"] for e in ops)
+    seqs = {e["args"]["Sequence number"] for e in ops if "Sequence number" in e["args"]}
+    flows = [e for e in d["traceEvents"] if e.get("cat") == "fwdbwd"]
+    assert len(seqs) > 100 and flows
+    for tid in {e["tid"] for e in ev if e["pid"] != 0}:
+        spans = sorted(((e["ts"], e["ts"] + e["dur"]) for e in ev if e["tid"] == tid and e["pid"] != 0),
+                       key=lambda x: (x[0], -x[1]))
+        stack = []
+        for a, z in spans:
+            while stack and stack[-1] <= a:
+                stack.pop()
+            assert not stack or z <= stack[-1] + 1e-3, f"a span crosses its parent's end on thread {tid}"
+            stack.append(z)

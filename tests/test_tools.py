@@ -58,6 +58,7 @@ APPLIES = {
     "synthetic-data": {"ddp", "dataloader", "straggler", "skinny-gemm"},
     "cuda-graph": {"launch-bound", "prefill"},
     "ddp-debug": {"ddp", "dataloader"},
+    "nsys-processes": {"dataloader"},
     "request-log": {"prefill"},
     "itl-scatter": {"prefill"},
     "ncu": set(scenarios.REGISTRY),

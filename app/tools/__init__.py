@@ -8,11 +8,11 @@ candidate's job.
 
 from __future__ import annotations
 
-from app.tools import clocks, experiments, kernels, nsys, ranks, serving
+from app.tools import clocks, experiments, kernels, nsys, processes, ranks, serving
 from app.tools.base import Tool, ToolNotApplicable
 
 TOOLS: dict[str, Tool] = {t.id: t for t in (*nsys.TOOLS, *ranks.TOOLS, *clocks.TOOLS, *kernels.TOOLS,
-                                            *experiments.TOOLS, *serving.TOOLS)}
+                                            *experiments.TOOLS, *serving.TOOLS, *processes.TOOLS)}
 
 __all__ = ["TOOLS", "Tool", "ToolNotApplicable", "run", "chart"]
 

@@ -18,7 +18,9 @@ def _active(gpu: dict, reason: str) -> str:
 
 def nvidia_smi(inst) -> str:
     gpus = inst.artifacts["gpus"]
-    out = [f"$ nvidia-smi -q -d PERFORMANCE,CLOCK   # {len(gpus)} GPU(s)", "", "==============NVSMI LOG==============", ""]
+    sampled = all("utilization_samples" in g for g in gpus)  # NVML's per-period readings, where a case has them
+    out = [f"$ nvidia-smi -q -d PERFORMANCE,CLOCK{',UTILIZATION' if sampled else ''}   # {len(gpus)} GPU(s)", "",
+           "==============NVSMI LOG==============", ""]
     for g in gpus:
         out.append(f"GPU 00000000:{0x18 + 0x10 * g['index']:02X}:00.0   ({g['name']}, index {g['index']})")
         out.append(f"    {'Performance State':<38}: {g.get('performance_state', 'P0')}")
@@ -38,7 +40,25 @@ def nvidia_smi(inst) -> str:
         out.append(f"    {'GPU Current Temp':<38}: {g['temperature_c']} C")
         out.append(f"    {'Power Draw':<38}: {g['power_w']:.2f} W / {g['power_limit_w']:.2f} W")
         out.append(f"    {'Utilization (GPU)':<38}: {g['utilization_pct']:.0f} %")
+        if sampled:
+            u = g["utilization_samples"]
+            out.append("    GPU Utilization Samples")
+            out.append(f"        {'Duration':<34}: {u['n'] * u['period_s']:.2f} sec")
+            out.append(f"        {'Number of Samples':<34}: {u['n']}")
+            for k in ("Max", "Min", "Avg"):
+                out.append(f"        {k:<34}: {u[k.lower()]:.0f} %")
         out.append("")
+    if sampled:
+        # utilization.gpu: the share of each sample period in which one or more kernels ran (NVML)
+        period_ms = gpus[0]["utilization_samples"]["period_s"] * 1e3
+        out.append(f"$ nvidia-smi --query-gpu=index,utilization.gpu --format=csv -lms {period_ms:.0f}")
+        out.append("index, utilization.gpu [%]")
+        n = max(g["utilization_samples"]["n"] for g in gpus)
+        for j in range(n):
+            for g in gpus:
+                r = g["utilization_samples"]["readings_pct"]
+                if j < len(r):
+                    out.append(f"{g['index']}, {r[j]} %")
     return "\n".join(out).rstrip()
 
 
