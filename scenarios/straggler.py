@@ -69,7 +69,47 @@ numbers stand, and the key states them):
   the seed's "~430 ms before the reprovision" and "30% drop" do not match its own
   415 ms; the model says ~418 ms and a 32% throughput drop.
 
-Versions: 1, first model.
+Version 2 (current): FSDP as it runs, and the host as real traces show it.
+- Parallelism. Version 1 said "FSDP-style" but drew one 1.6 GB all-reduce per step against
+  the 26 GB of gradients a 13B model has, with the NCCL stream idle through backward; and
+  13B under DDP does not fit 80 GB (weights, grads and AdamW state alone pass 100 GB).
+  Version 2 is FSDP FULL_SHARD (app/feasibility.py: ~48 GB per GPU canonical, within 90%
+  of HBM; adjust_draw shrinks tokens_per_gpu until a draw fits): the root unit (embedding
+  and LM head, 2.6 GB) and each of the 40 layers (0.58 GB) are all-gathered before their
+  forward (limit_all_gathers: the CPU issues layer u+1's after layer u-2 ends, a
+  cudaEventSynchronize on the main thread) and again before their backward (BACKWARD_PRE
+  prefetch), and each layer's gradients are reduce-scattered after its backward: 122
+  collectives per step on the NCCL stream, ~230 ms of wire time at ~290 GB/s busbw
+  (canonical comm_busbw_frac 0.78: NVLink 4 all-gathers of 0.6-2.6 GB; drawn 0.6-0.85 and
+  raised until a layer's all-gather fits under its forward: comm-bound FSDP is another
+  case). `bucket_gb` is not used.
+- The straggler's lateness. A collective ends on every rank when its last rank has entered
+  it plus its wire time, so the ranks run in lockstep at the straggler's pace: every other
+  rank's all-gathers spin until rank 3 reaches that layer, and their layers wait on them.
+  On rank 0 the compute stream idles ~215 ms per step on its collectives (`allreduce_ms`:
+  its holes of 50 µs or more while the NCCL stream runs,
+  the figure the team calls "NCCL got slow"), spread over every layer instead of one
+  exposed kernel; its NCCL kernels add up to most of the step (`nccl_ms`). Rank 3's own
+  collectives wait for nobody: their kernel time is the wire time (`wire_ms`), of which
+  only ~20 ms (`comm_ms`, the seed's "true comm") is not hidden under its compute (the
+  root's gather before the first layer, the last reduce-scatters). The others' extra
+  wait is the straggler's excess compute (~195 ms). After the fix the lockstep runs at the
+  slowest healthy rank's pace: the key expects 616 - (589 - 394) = ~421 ms (1.46x); the
+  fixed build runs within 1% of that.
+- Canonical: step ~616 ms (seed 610), compute 394 / 589 ms (seed 395 / 590), wait ~195,
+  exposed comm ~20, after the fix ~421 (seed 415). The clock: version 2's own draws (rank
+  spread, kernel gaps) put 1219 MHz's straggler at ~594 ms, so version 2's canonical clock
+  is 1232 MHz (ratio 0.622) for the seed's ~590.
+- Host timing from hosttime.MEASURED_2 (kernel gaps in two populations, cudaLaunchKernel's
+  tail, launch latencies, Python between ops) and every host row this file draws (zero_grad,
+  the DataLoader, each collective's c10d op > record_param_comms > nccl: rows, event
+  record and waits, the gap between steps) varied step to step; all ranks on one clock,
+  each rank's draws its own; every rank's trace is emitted together, one collective at a
+  time, and the key is read back from what was emitted.
+- The fixed build (`fixed=True`): the same instance with rank 3's clock restored.
+
+Versions: 1, one exposed all-reduce per step (built still, byte for byte, for what was
+made with it). 2 (current), above.
 """
 
 from __future__ import annotations
@@ -81,10 +121,10 @@ from typing import Literal
 import numpy as np
 from pydantic import model_validator
 
-from app import physics, training, workload
-from app.scenario import (Built, Hint, InstanceError, Scenario, ScenarioParams, gpu_clock_report, make_key,
-                          new_builder, obs, param, trace_start_ns)
-from app.trace.builder import Trace
+from app import feasibility, hosttime, physics, training, workload
+from app.scenario import (Built, Hint, InstanceError, Scenario, ScenarioParams, building, fixed, gpu_clock_report,
+                          make_key, new_builder, obs, param, trace_start_ns)
+from app.trace.builder import Kind, KernelInfo, Trace
 from app.trace.emit import cpu_span, launch_phase, memcpy
 from app.scoring.rubric import Rubric
 
@@ -133,6 +173,8 @@ class Params(ScenarioParams):
         world, rank = int(values["world_size"]), int(values["straggler_rank"])
         if rank >= world:
             values["straggler_rank"] = 1 + (rank - 1) % (world - 1)
+        if building() >= 2:
+            values = _feasible_v2(values)
         return values
 
     @model_validator(mode="after")
@@ -143,8 +185,58 @@ class Params(ScenarioParams):
 
     @classmethod
     def canonical(cls) -> "Params":
-        """The seed's case 4: 8xH100, 13B model, rank 3 throttled; 610 ms steps, 215 ms all-reduce on rank 0."""
+        """The seed's case 4: 8xH100, 13B model, rank 3 throttled; 610 ms steps (version 2: ~623), 215 ms
+        on rank 0's collectives (version 2: ~228 ms of compute idle on them)."""
+        if building() >= 2:  # FSDP's 0.6-2.6 GB gathers at ~78% of the ring's busbw; the clock: docstring
+            return cls(comm_busbw_frac=0.78, throttle_clock_frac=0.622)
         return cls()
+
+
+def _feasible_v2(values: dict) -> dict:
+    """Version 2's draw pulled into what a real FSDP job could run: the step fits 90% of HBM
+    (app/feasibility.py: FULL_SHARD, fp32 master weights and AdamW state, no checkpointing),
+    and a layer's all-gather fits under that layer's forward on a healthy GPU, as FSDP's
+    prefetch needs (comm-bound FSDP is another case)."""
+    gpu = physics.GPUS[values["gpu"]]
+    world = int(values["world_size"])
+    n = float(values["model_params_b"]) * 1e9
+    shape = training.model_shape(n)
+    while True:
+        mem = feasibility.training_memory(n, world=world, tokens_per_gpu=int(values["tokens_per_gpu"]),
+                                          hidden=shape["hidden"], layers=shape["layers"], sharding="zero3",
+                                          master_fp32=True)
+        if mem.fits(gpu) or int(values["tokens_per_gpu"]) <= 1024:
+            break
+        values["tokens_per_gpu"] = max(1024, int(values["tokens_per_gpu"]) * 3 // 4)
+    layer_fwd_ms = 2 * n * int(values["tokens_per_gpu"]) / (gpu.bf16_tflops * 1e12 * float(values["compute_eff"])) \
+        * 1e3 / shape["layers"]
+    ag_ms_at_full = _layer_bytes(n, shape) * (world - 1) / world / (gpu.busbw_gbps * 1e9) * 1e3
+    frac = float(np.clip(0.6 + (float(values["comm_busbw_frac"]) - 0.35) / 0.25 * 0.25, 0.6, 0.85))
+    values["comm_busbw_frac"] = round(max(frac, min(0.95, ag_ms_at_full / (0.8 * layer_fwd_ms))), 4)
+    # the CPU launches a layer's forward well inside that layer's GPU time (else launch-bound, case 3)
+    oh_max = (0.6 * layer_fwd_ms * 1e3 - COLLECTIVE_CPU_US) / LAYER_FWD_LAUNCHES / 1.125 - OP_FIXED_US / 1.125
+    values["op_overhead_us"] = round(float(np.clip(float(values["op_overhead_us"]), 5.0, max(5.0, oh_max))), 3)
+    return values
+
+
+LAYER_FWD_LAUNCHES = 23  # training.llm_step_specs: a Llama layer's forward kernels
+COLLECTIVE_CPU_US = 150.0  # a layer's all-gather rows and the stream wait
+OP_FIXED_US = 30.0  # per op beside its framework time: the launch call (~8.5 µs mean) and Python between ops (~22)
+
+
+def _layer_cpu_us(op_overhead_us: float) -> float:
+    """The main thread's time to issue one layer's forward: its all-gather and its launches."""
+    return LAYER_FWD_LAUNCHES * (1.125 * op_overhead_us + OP_FIXED_US) + COLLECTIVE_CPU_US
+
+
+def _root_params(shape: dict) -> float:
+    """The root FSDP unit: the embedding and the LM head (untied), Llama 3's vocabulary."""
+    return 2.0 * training.LLAMA3_VOCAB * shape["hidden"]
+
+
+def _layer_bytes(n_params: float, shape: dict) -> float:
+    """bf16 bytes one transformer layer's all-gather assembles (and its reduce-scatter reduces)."""
+    return (n_params - _root_params(shape)) / shape["layers"] * physics.BF16_BYTES
 
 
 def _spread_ns(weights: np.ndarray, total_ns: int, rng: np.random.Generator, jitter: float = 0.03,
@@ -332,6 +424,8 @@ def _kernel_means(durs) -> np.ndarray:
 
 
 def build(p: Params, rng: np.random.Generator, seed) -> Built:
+    if building() >= 2:
+        return _build_v2(p, rng, seed)
     gpu = physics.GPUS[p.gpu]
     n, s = p.world_size, p.straggler_rank
     clock_ratio = p.throttle_clock_frac
@@ -582,16 +676,638 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
     return Built(key=key, artifacts=artifacts, trace_for_rank=trace_for_rank, ranks=n)
 
 
+# -- version 2: FSDP FULL_SHARD, every rank emitted on one clock -------------------------
+
+AG_KERNEL = "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+RS_KERNEL = "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+NCCL_INFO = KernelInfo(grid=(24, 1, 1), block=(640, 1, 1), registers_per_thread=96, shared_memory=87_568)
+
+
+class _Rows:
+    """A rank's host rows and NCCL kernels, buffered and added in a few batches (one add per
+    row would cost more than the rest of the build)."""
+
+    def __init__(self, b):
+        self.b = b
+        self.rows: dict[tuple, list] = {}
+
+    def put(self, kind: Kind, cat: str, name, pid: int, tid: int, start: int, dur: int, *, corr: int = 0,
+            extra: dict | None = None, ext: int | None = None) -> int:
+        ext = int(self.b.external_ids(1)[0]) if ext is None else ext
+        self.rows.setdefault((kind, cat, tid), []).append((name, int(start), int(dur), int(corr), extra, ext))
+        return ext
+
+    def flush(self, pid: int) -> None:
+        for (kind, cat, tid), rows in self.rows.items():
+            names = [r[0] for r in rows]
+            if kind == Kind.KERNEL:
+                names = np.array(names, np.int32)
+            self.b.add(kind, cat, names, pid if kind != Kind.KERNEL else rows[0][4]["_gpu"], tid,
+                       [r[1] for r in rows], [r[2] for r in rows], ext=[r[5] for r in rows],
+                       corr=[r[3] for r in rows],
+                       extra=[({k: v for k, v in r[4].items() if k != "_gpu"} if r[4] else None) for r in rows])
+        self.rows = {}
+
+
+class _Batched:
+    """A TraceBuilder that gathers the shared helpers' small adds (a launch phase per layer,
+    ~2,700 per rank-trace) and hands them to the real builder in one batch per row: the
+    events and their ids are the same, the build several times faster."""
+
+    def __init__(self, b):
+        self._b = b
+        self._buf: dict[tuple, list] = {}
+
+    def __getattr__(self, name):
+        return getattr(self._b, name)
+
+    def add(self, kind, cat, name, pid, tid, ts_ns, dur_ns, *, ext=0, corr=0, nbytes=0, extra=None, cfg=-1):
+        if extra is not None:
+            return self._b.add(kind, cat, name, pid, tid, ts_ns, dur_ns, ext=ext, corr=corr, nbytes=nbytes,
+                               extra=extra, cfg=cfg)
+        ts = np.atleast_1d(np.asarray(ts_ns, np.int64))
+        n = len(ts)
+        if n == 0:
+            return None
+        if isinstance(name, str):
+            names = np.full(n, self._b.name_id(name), np.int32)
+        elif isinstance(name, np.ndarray) and name.dtype.kind in "iu":
+            names = name.astype(np.int32)
+        else:
+            names = self._b.name_ids(list(name))
+        col = lambda v: np.broadcast_to(np.asarray(v, np.int64), (n,))  # noqa: E731
+        self._buf.setdefault((kind, cat, pid, tid), []).append(
+            (names, ts, col(dur_ns), col(ext), col(corr), col(nbytes), col(cfg)))
+        return None
+
+    def flush(self) -> None:
+        for (kind, cat, pid, tid), parts in self._buf.items():
+            c = [np.concatenate([x[i] for x in parts]) for i in range(7)]
+            self._b.add(kind, cat, c[0], pid, tid, c[1], c[2], ext=c[3], corr=c[4], nbytes=c[5], cfg=c[6])
+        self._buf = {}
+
+
+class _HostDraws:
+    """hosttime.MEASURED's host_ns drawn in bulk, the same shape (nominal x lognormal(0, 0.1),
+    clipped to 0.75-1.35): a version 2 step draws ~1,500 of them per rank."""
+
+    def __init__(self, rng: np.random.Generator, chunk: int = 4_096):
+        self.rng, self.chunk = rng, chunk
+        self.f, self.i = np.empty(0), 0
+
+    def __call__(self, nominal_ns: int) -> int:
+        if self.i >= len(self.f):
+            self.f, self.i = np.clip(self.rng.lognormal(0.0, 0.1, self.chunk), 0.75, 1.35), 0
+        self.i += 1
+        return int(nominal_ns * self.f[self.i - 1])
+
+
+def _collective_rows(rows: _Rows, topo, tid: int, h, cpu_t0: int, ag: bool, shard_nelems: int, world: int):
+    """The host rows of one FSDP collective as torch writes them: the c10d op >
+    record_param_comms > nccl:_all_gather_base / _reduce_scatter_base > the stream-wait event
+    and the launch; lengths nominal x the measured step-to-step variation (`h`). Returns
+    (cpu_end, launch_end, correlation, the collective's args)."""
+    full = shard_nelems * world
+    coll = {"Collective name": "_allgather_base" if ag else "_reduce_scatter_base",
+            "In msg nelems": shard_nelems if ag else full, "Out msg nelems": full if ag else shard_nelems,
+            "Group size": world, "dtype": "BFloat16", "In split size": "[]", "Out split size": "[]",
+            "Process Group Name": "0", "Process Group Description": "default_pg",
+            "Process Group Ranks": str(list(range(world)))}
+    pid, b = topo.host_pid, rows.b
+    steps = [h(x) for x in (5_000, 15_000, 5_000, 5_000, 30_000)]
+    t_rec, t_nccl, t_ev, t_wait, t_launch = (int(x) for x in np.cumsum(steps))
+    t_nccl_end = t_launch + h(40_000)
+    t_rec_end = t_nccl_end + h(10_000)
+    t_end = t_rec_end + h(10_000)
+    rows.put(Kind.CPU, "cpu_op", "c10d::_allgather_base_" if ag else "c10d::_reduce_scatter_base_", pid, tid,
+             cpu_t0, t_end)
+    rows.put(Kind.CPU, "cpu_op", "record_param_comms", pid, tid, cpu_t0 + t_rec, t_rec_end - t_rec,
+             extra={**coll, "Global rank start": 0, "Global rank stride": 1})
+    rows.put(Kind.CPU, "user_annotation", "nccl:_all_gather_base" if ag else "nccl:_reduce_scatter_base", pid, tid,
+             cpu_t0 + t_nccl, t_nccl_end - t_nccl)
+    rows.put(Kind.RUNTIME, "cuda_runtime", "cudaEventRecord", pid, tid, cpu_t0 + t_ev,
+             min(h(3_000), t_wait - t_ev - 500), corr=int(b.correlation_ids(1)[0]))
+    rows.put(Kind.RUNTIME, "cuda_runtime", "cudaStreamWaitEvent", pid, tid, cpu_t0 + t_wait, h(3_000),
+             corr=int(b.correlation_ids(1)[0]))
+    launch_ns = h(9_000)
+    corr = int(b.correlation_ids(1)[0])
+    ext = rows.put(Kind.RUNTIME, "cuda_runtime", "cudaLaunchKernel", pid, tid, cpu_t0 + t_launch, launch_ns,
+                   corr=corr)
+    return cpu_t0 + t_end, cpu_t0 + t_launch + launch_ns, corr, ext, coll
+
+
+WAIT_GAP_NS = 50_000  # a compute-stream hole this long is a wait, not a kernel's dispatch gap (~1-20 µs)
+
+
+def _waits_on_collectives_ns(compute: tuple[list, list], nccl: tuple[list, list], step_start: int) -> int:
+    """How long the compute stream stands idle while the NCCL stream runs, counting only
+    holes of WAIT_GAP_NS or more from the step's start to its last compute kernel (the
+    dispatch gaps between kernels are there on every rank, waiting or not)."""
+    from app.trace import intervals
+    cs, ce = np.concatenate(compute[0]), np.concatenate(compute[1])
+    holes = [(a, z) for a, z in intervals.gaps(cs, ce, step_start, int(ce.max())) if z - a >= WAIT_GAP_NS]
+    if not holes:
+        return 0
+    hs, he = np.array([h[0] for h in holes], np.int64), np.array([h[1] for h in holes], np.int64)
+    return int(intervals.intersection_len((hs, he), intervals.union(np.concatenate(nccl[0]), np.concatenate(nccl[1]))))
+
+
+def _run_v2(p: Params, gpu: physics.Gpu, rng: np.random.Generator, specs_f: list, specs_b: list, shape: dict,
+            weights: dict, ratio_fwd: float, ratio_bwd: float, healthy_straggler: bool) -> dict:
+    """Every rank's trace, emitted together one collective at a time: a collective ends on
+    every rank when its last rank has entered it plus its wire time, and each rank's layers
+    wait on their all-gathers; what the key says is read back from what was emitted."""
+    world, steps, s = p.world_size, p.steps, p.straggler_rank
+    timing = hosttime.MEASURED_2
+    emit_seed = int(rng.integers(0, 2**62))
+    t0 = trace_start_ns(rng)
+    first_step = int(rng.integers(3, 40))
+    nccl_stream = int(rng.choice([40, 52, 84]))
+    sigma = p.rank_jitter_pct / 100.0
+    others = np.clip(rng.normal(0.0, sigma, world - 2), -2.5 * sigma, 2.5 * sigma)
+    factor = np.ones(world)
+    factor[[r for r in range(1, world) if r != s]] = 1.0 + others
+    factor[0] = 1.0 + np.sort(others)[(world - 2) // 2]
+    factor[s] = 1.0 + float(np.clip(rng.normal(0.0, sigma), -2.5 * sigma, 2.5 * sigma))
+    step_f = 1.0 + rng.normal(0.0, 0.001, (world, steps))
+    step_b = 1.0 + rng.normal(0.0, 0.001, (world, steps))
+    n_params = p.model_params_b * 1e9
+    fwd_ns = 2 * n_params * p.tokens_per_gpu / (gpu.bf16_tflops * 1e12 * p.compute_eff) * 1e9
+    fwd_tot = np.rint(fwd_ns * factor[:, None] * step_f).astype(np.int64)
+    bwd_tot = np.rint(2 * fwd_ns * factor[:, None] * step_b).astype(np.int64)
+    healthy_f, healthy_b = fwd_tot.copy(), bwd_tot.copy()
+    if not healthy_straggler:
+        fwd_tot[s] = np.rint(fwd_ns * ratio_fwd * factor[s] * step_f[s]).astype(np.int64)
+        bwd_tot[s] = np.rint(2 * fwd_ns * ratio_bwd * factor[s] * step_b[s]).astype(np.int64)
+    busbw = gpu.busbw_gbps * p.comm_busbw_frac
+    layers = shape["layers"]
+    layer_bytes = _layer_bytes(n_params, shape)
+    root_bytes = _root_params(shape) * physics.BF16_BYTES
+    wire = lambda nbytes: nbytes * (world - 1) / world / (busbw * 1e9) * 1e9  # noqa: E731  ns, ring AG / RS
+    comm_rng = np.random.default_rng([emit_seed, 99])
+    shard_params = n_params / world
+    h2d_bytes = p.tokens_per_gpu * 8 * 2
+    h2d_ns = int(h2d_bytes / 20e9 * 1e9) + 2_000
+
+    # units: which kernels each FSDP unit launches (forward list, backward list)
+    lf = (len(specs_f) - 3) // layers
+    lb = (len(specs_b) - 4) // layers
+
+    ranks = []
+    for r in range(world):
+        meta_rng = np.random.default_rng([emit_seed, r, 2])
+        real, pid, _ = new_builder(meta_rng, gpu, rank=r, world=world, visible_gpus=world)
+        b = _Batched(real)
+        topo = training.Topology(pid, pid, pid + 37, r, 7, nccl_stream=nccl_stream)
+        topo.name_rows(b)
+        w_f, w_b = weights["straggler" if (r == s and not healthy_straggler) else "healthy"]
+        ops_f, kern_f = workload.intern(b, specs_f)
+        ops_b, kern_b = workload.intern(b, specs_b)
+        ranks.append({"b": b, "pid": pid, "topo": topo, "w": (w_f, w_b), "ops": (ops_f, ops_b),
+                      "kern": (kern_f, kern_b), "ag": b.kernel(AG_KERNEL, NCCL_INFO),
+                      "rs": b.kernel(RS_KERNEL, NCCL_INFO), "dur_rng": np.random.default_rng([emit_seed, r, 0]),
+                      "h_rng": np.random.default_rng([emit_seed, r, 1]), "nccl_free": 0, "pending": None,
+                      "rows": _Rows(b), "h": _HostDraws(np.random.default_rng([emit_seed, r, 3]))})
+    start = np.zeros((world, steps), np.int64)
+    start[:, 0] = t0 + rng.integers(0, 40_000, world)
+    rec = {"busy": np.zeros((world, steps)), "nccl": np.zeros((world, steps)), "exposed": np.zeros((world, steps)),
+           "step_end": np.zeros((world, steps), np.int64), "fwd": np.zeros((world, steps)),
+           "bwd": np.zeros((world, steps)), "comm": np.zeros(steps), "n_coll": 0, "opt": np.zeros((world, steps))}
+    for k in range(steps):
+        st = []
+        for r, R in enumerate(ranks):
+            b, topo, hr = R["b"], R["topo"], R["h_rng"]
+            h = R["h"]
+            s0 = int(start[r, k])
+            w_f, w_b = R["w"]
+            f_ns = _spread_ns(w_f, int(fwd_tot[r, k]), R["dur_rng"])
+            b_ns = _spread_ns(w_b, int(bwd_tot[r, k]), R["dur_rng"])
+            draws = {}
+            for tag, n in (("f", len(specs_f)), ("b", len(specs_b))):
+                oh, ln = training.op_overheads_ns(hr, n, p.op_overhead_us, timing)
+                draws[tag] = {"oh": oh, "ln": ln, "gap": timing.kernel_gaps_ns(hr, n),
+                              "lat": timing.launch_latency_ns(hr, n), "free": timing.between_ops_ns(hr, n)}
+            zg0 = s0 + h(20_000)
+            zg1 = zg0 + h(300_000)
+            cpu_span(b, "Optimizer.zero_grad#AdamW.zero_grad", R["pid"], topo.main_tid, zg0, zg1)
+            dl0 = zg1 + h(80_000)
+            dl1 = dl0 + h(int(p.host_prologue_ms * 1e6 * 0.3))
+            cpu_span(b, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", R["pid"], topo.main_tid,
+                     dl0, dl1)
+            memcpy(b, host_pid=R["pid"], cpu_tid=topo.main_tid, gpu_pid=r, stream=7, kind="HtoD_pinned",
+                   nbytes=h2d_bytes, cpu_start_ns=dl1 + h(20_000), api_ns=h(10_000), gpu_start_ns=dl1 + h(40_000),
+                   gpu_dur_ns=h2d_ns, op_name="aten::copy_")
+            cpu_fwd = dl1 + h(80_000)
+            st.append({"s0": s0, "f_ns": f_ns, "b_ns": b_ns, "d": draws, "cpu": {"main": cpu_fwd, "bwd": 0},
+                       "fwd_cpu0": cpu_fwd, "comp_free": dl1 + 100_000 + h2d_ns, "seg": {}, "coll": {},
+                       "ck": ([], []), "nk": ([], []), "busy": h2d_ns + 1_600, "ci": 0,
+                       "nccl_lat": timing.launch_latency_ns(hr, 3 * layers + 2),
+                       "nccl_gap": timing.kernel_gaps_ns(hr, 3 * layers + 2)})
+
+        def collective(name: str, ag: bool, nbytes: float, thread: str, gpu_ready=None, cpu_wait=None) -> None:
+            launched = []
+            for r, R in enumerate(ranks):
+                S, b, topo = st[r], R["b"], R["topo"]
+                h = R["h"]
+                tid = topo.main_tid if thread == "main" else topo.autograd_tid
+                c = S["cpu"][thread]
+                if cpu_wait is not None:  # limit_all_gathers: the CPU waits on the event of layer u-2's end
+                    until = int(cpu_wait(S)) + h(4_000)
+                    if until > c + 2_000:
+                        R["rows"].put(Kind.RUNTIME, "cuda_runtime", "cudaEventSynchronize", R["pid"], tid, c,
+                                      until - c, corr=int(b.correlation_ids(1)[0]))
+                        c = until + h(3_000)
+                cpu_end, launch_end, corr, ext, coll = _collective_rows(
+                    R["rows"], topo, tid, h, c, ag, int(nbytes / physics.BF16_BYTES / world), world)
+                S["cpu"][thread] = cpu_end + h(2_000)
+                ready = launch_end + int(S["nccl_lat"][S["ci"]])
+                if gpu_ready is not None:
+                    ready = max(ready, int(gpu_ready(S)) + h(4_000))
+                ready = max(ready, R["nccl_free"] + int(S["nccl_gap"][S["ci"]]))
+                S["ci"] += 1
+                launched.append((ready, corr, ext, coll))
+            comm = int(wire(nbytes) * comm_rng.normal(1.0, 0.01))
+            end = max(x[0] for x in launched) + comm
+            rec["comm"][k] += comm
+            for r, R in enumerate(ranks):
+                k0, corr, ext, coll = launched[r]
+                k1 = end + int(comm_rng.integers(0, 3_000))
+                R["rows"].put(Kind.KERNEL, "kernel", R["ag" if ag else "rs"], r, R["topo"].nccl_stream, k0, k1 - k0,
+                              corr=corr, ext=ext, extra={**coll, "_gpu": r})
+                R["nccl_free"] = k1
+                st[r]["coll"][name] = k1
+                st[r]["nk"][0].append(np.array([k0]))
+                st[r]["nk"][1].append(np.array([k1]))
+
+        def segment(name: str, tag: str, lo: int, hi: int, thread: str, gate: str | None) -> None:
+            for r, R in enumerate(ranks):
+                S, b, topo = st[r], R["b"], R["topo"]
+                h = R["h"]
+                tid = topo.main_tid if thread == "main" else topo.autograd_tid
+                d = S["d"][tag]
+                dur = (S["f_ns"] if tag == "f" else S["b_ns"])[lo:hi]
+                gap = d["gap"][lo:hi]
+                g0 = S["comp_free"] + int(gap[0])
+                c = S["cpu"][thread]
+                if gate is not None:  # the compute stream waits on the unshard stream's event
+                    R["rows"].put(Kind.RUNTIME, "cuda_runtime", "cudaStreamWaitEvent", R["pid"], tid, c, h(3_000),
+                                  corr=int(b.correlation_ids(1)[0]))
+                    c += h(6_000)
+                    g0 = max(g0, S["coll"][gate] + h(3_000))
+                ph = launch_phase(b, host_pid=R["pid"], cpu_tid=tid, gpu_pid=r, stream=7,
+                                  op_names=R["ops"][0 if tag == "f" else 1][lo:hi],
+                                  kernel_names=R["kern"][0 if tag == "f" else 1][lo:hi], kernel_dur_ns=dur,
+                                  cpu_t0=c, gpu_t0=g0, op_overhead_ns=d["oh"][lo:hi], launch_ns=d["ln"][lo:hi],
+                                  gpu_gap_ns=gap, launch_latency_ns=d["lat"][lo:hi], free_after_ns=d["free"][lo:hi],
+                                  pending_kernel_start=R["pending"])
+                R["pending"] = ph.kernel_start
+                S["cpu"][thread] = ph.cpu_end + int(d["free"][hi - 1])  # Python after the last op
+                S["comp_free"] = ph.gpu_end
+                S["seg"][name] = (int(ph.kernel_start[0]), ph.gpu_end)
+                S["ck"][0].append(ph.kernel_start)
+                S["ck"][1].append(ph.kernel_end)
+                S["busy"] += int(np.sum(dur))
+
+        # forward: the root unit (embedding, LM head) and each layer gathered before it runs;
+        # limit_all_gathers keeps two in flight, so the CPU issues layer u's after layer u-2 ends
+        collective("AG_root", True, root_bytes, "main")
+        collective("AG_f0", True, layer_bytes, "main")
+        segment("F_emb", "f", 0, 1, "main", "AG_root")
+        for u in range(layers):
+            if u + 1 < layers:
+                wait = (lambda S, u=u: S["seg"][f"F{u - 2}"][1]) if u >= 2 else None
+                collective(f"AG_f{u + 1}", True, layer_bytes, "main", cpu_wait=wait)
+            segment(f"F{u}", "f", 1 + u * lf, 1 + (u + 1) * lf, "main", f"AG_f{u}")
+        segment("F_head", "f", 1 + layers * lf, len(specs_f), "main", None)
+        for S in st:
+            cpu_span(ranks[st.index(S)]["b"], "FullyShardedDataParallel.forward", ranks[st.index(S)]["pid"],
+                     ranks[st.index(S)]["topo"].main_tid, S["fwd_cpu0"] - 2_000, S["cpu"]["main"] + 3_000)
+            S["cpu"]["bwd"] = S["cpu"]["main"] + timing.host_ns(ranks[st.index(S)]["h_rng"], 20_000)
+        # backward on the autograd thread: the head (root, still gathered), then each layer
+        # gathered again (BACKWARD_PRE prefetches the next) and its gradients reduce-scattered
+        segment("B_head", "b", 0, 3, "bwd", None)
+        collective(f"AG_b{layers - 1}", True, layer_bytes, "bwd")
+        for j, u in enumerate(range(layers - 1, -1, -1)):
+            if u >= 1:
+                collective(f"AG_b{u - 1}", True, layer_bytes, "bwd")
+            segment(f"B{u}", "b", 3 + j * lb, 3 + (j + 1) * lb, "bwd", f"AG_b{u}")
+            collective(f"RS{u}", False, layer_bytes, "bwd", gpu_ready=lambda S, u=u: S["seg"][f"B{u}"][1])
+        segment("B_emb", "b", 3 + layers * lb, len(specs_b), "bwd", None)
+        collective("RS_root", False, root_bytes, "bwd", gpu_ready=lambda S: S["seg"]["B_emb"][1])
+        rec["n_coll"] = 3 * layers + 2
+        for r, R in enumerate(ranks):
+            S, b, topo, hr = st[r], R["b"], R["topo"], R["h_rng"]
+            rec["fwd"][r, k] = (S["seg"]["F_head"][1] - S["seg"]["F_emb"][0]) / 1e6
+            rec["bwd"][r, k] = (S["seg"]["B_emb"][1] - S["seg"]["B_head"][0]) / 1e6
+            cpu = max(S["cpu"]["main"], S["cpu"]["bwd"]) + timing.host_ns(hr, 20_000)
+            opt = training.optimizer(b, topo, hr, params=shard_params, cpu_t0=cpu, gpu_ready=S["coll"]["RS_root"],
+                                     gpu=gpu, bytes_per_param=OPT_BYTES_PER_PARAM, pending_kernel_start=R["pending"],
+                                     timing=timing)
+            R["pending"] = None
+            S["busy"] += int(np.sum(opt.kernel_end - opt.kernel_start))
+            rec["opt"][r, k] = (opt.gpu_end - opt.kernel_start[0]) / 1e6
+            S["ck"][0].append(opt.kernel_start)
+            S["ck"][1].append(opt.kernel_end)
+            t_end = training.sync_on_loss(b, topo, cpu_t0=opt.cpu_end + timing.host_ns(hr, 10_000),
+                                          gpu_done=opt.gpu_end, rng=hr, timing=timing)
+            cpu_span(b, f"ProfilerStep#{first_step + k}", R["pid"], topo.main_tid, S["s0"], t_end)
+            rec["step_end"][r, k] = t_end
+            rec["busy"][r, k] = S["busy"]
+            rec["nccl"][r, k] = sum(int(e[0] - s_[0]) for s_, e in zip(*S["nk"]))
+            # the compute stream idle while the NCCL stream runs: the collectives this rank waits on
+            rec["exposed"][r, k] = _waits_on_collectives_ns(S["ck"], S["nk"], S["s0"])
+            if k + 1 < steps:
+                start[r, k + 1] = t_end + timing.host_ns(hr, 15_000)
+    for R in ranks:
+        R["rows"].flush(R["pid"])
+        R["b"].flush()
+    return {"traces": [R["b"]._b.build() for R in ranks], "start": start, "rec": rec, "first_step": first_step,
+            "healthy": (healthy_f, healthy_b), "layers": layers, "layer_bytes": layer_bytes,
+            "root_bytes": root_bytes, "busbw": busbw}
+
+
+def _build_v2(p: Params, rng: np.random.Generator, seed) -> Built:
+    gpu = physics.GPUS[p.gpu]
+    n, s = p.world_size, p.straggler_rank
+    fx = fixed()
+    clock_ratio = p.throttle_clock_frac
+    clock_mhz = int(round(gpu.max_sm_clock_mhz * clock_ratio))
+    n_params = p.model_params_b * 1e9
+    shape, fwd, bwd = training.llm_step_specs(gpu.arch, n_params, p.tokens_per_gpu)
+    mem = feasibility.training_memory(n_params, world=n, tokens_per_gpu=p.tokens_per_gpu, hidden=shape["hidden"],
+                                      layers=shape["layers"], sharding="zero3", master_fp32=True)
+    if not mem.fits(gpu):
+        raise InstanceError(f"straggler: this FSDP step needs {mem.describe(gpu)}, over the "
+                            f"{feasibility.HBM_BUDGET:.0%} budget (lower tokens_per_gpu or model_params_b, or raise "
+                            f"world_size)")
+    layer_fwd_us = 2 * n_params * p.tokens_per_gpu / (gpu.bf16_tflops * 1e12 * p.compute_eff) * 1e6 \
+        / shape["layers"]
+    if _layer_cpu_us(p.op_overhead_us) > layer_fwd_us:
+        raise InstanceError(f"straggler: the CPU needs ~{_layer_cpu_us(p.op_overhead_us):.0f} µs to issue a layer's "
+                            f"forward that runs {layer_fwd_us:.0f} µs on the GPU: launch-bound, not this case (raise "
+                            f"tokens_per_gpu or model_params_b, or lower op_overhead_us or compute_eff)")
+    w1_f, w1_b = workload.roofline_weights_us(fwd, gpu), workload.roofline_weights_us(bwd, gpu)
+    wc_f = workload.roofline_weights_us(fwd, gpu, clock_ratio)
+    wc_b = workload.roofline_weights_us(bwd, gpu, clock_ratio)
+    weights = {"healthy": (w1_f, w1_b), "straggler": (wc_f, wc_b)}
+    run = _run_v2(p, gpu, rng, fwd, bwd, shape, weights, wc_f.sum() / w1_f.sum(), wc_b.sum() / w1_b.sum(), fx)
+    rec, start, traces = run["rec"], run["start"], run["traces"]
+    win = slice(0, p.steps - 1)
+    periods = np.diff(start, axis=1) / 1e6
+    step_ms = float(periods[0].mean())
+    compute = rec["busy"][:, win].mean(axis=1) / 1e6
+    exposed = rec["exposed"][:, win].mean(axis=1) / 1e6
+    nccl_by_rank = rec["nccl"][:, win].mean(axis=1) / 1e6
+    if fx:  # what the trace after the fix measures; the instance's key is the unfixed build's
+        fixed_key = {"fixed": True, "observations": [
+            obs("step_ms", "step period on rank 0 after the fix", step_ms, "ms"),
+            obs("straggler_compute_ms", f"compute per step on rank {s}, its clock restored", float(compute[s]), "ms"),
+            obs("peer_compute_ms", "compute per step, median over ranks", float(np.median(compute)), "ms"),
+            obs("allreduce_ms", "rank 0's compute idle on collectives per step", float(exposed[0]), "ms")]}
+        return Built(key=fixed_key, artifacts={"gpus": gpu_clock_report(gpu, n, rng)},
+                     trace_for_rank=lambda rank: traces[rank], ranks=n)
+    straggler_ms = float(compute[s])
+    peer_ms = float(statistics.median(compute.tolist()))
+    max_healthy_ms = float(max(compute[r] for r in range(n) if r != s))
+    spread = straggler_ms / peer_ms
+    comm_ms = float(exposed[s])  # the collective time no compute hides, as the rank nobody waits for sees it
+    allreduce_ms = float(exposed[0])
+    wait_by_rank = np.maximum(exposed - exposed[s], 0.0)
+    wait_ms = float(wait_by_rank[0])
+    wire_ms = float(rec["comm"][win].mean() / 1e6)
+    nccl_ms = float(nccl_by_rank[0])
+    # After the fix the lockstep runs at the slowest healthy rank's pace.
+    lift_ms = straggler_ms - max_healthy_ms
+    after_ms = step_ms - lift_ms
+    speedup = step_ms / after_ms
+    drop_pct = (1.0 - after_ms / step_ms) * 100.0
+    layers, layer_gb = run["layers"], run["layer_bytes"] / 1e9
+    n_coll = rec["n_coll"]
+    layer_wire_ms = layer_gb * 1e9 * (n - 1) / n / (MODEST_BUSBW_GBPS * 1e9) * 1e3
+    step_gb = (3 * run["layer_bytes"] * layers + 2 * run["root_bytes"]) / 1e9  # AG fwd + AG bwd + RS, root twice
+    ring_gb = step_gb * (n - 1) / n
+    wire_floor_ms = ring_gb / MODEST_BUSBW_GBPS * 1e3
+    comm_busbw = ring_gb / (wire_ms / 1e3)
+    fwd_span, bwd_span = rec["fwd"][:, win].mean(axis=1), rec["bwd"][:, win].mean(axis=1)
+    opt_ms = float(rec["opt"][0, win].mean())
+    flops = physics.training_flops(n_params, p.tokens_per_gpu)
+    mfu = physics.mfu_pct(flops, step_ms, gpu)
+    mfu_after = physics.mfu_pct(flops, after_ms, gpu)
+    specs = fwd + bwd
+    role = np.array([sp.role for sp in specs])
+    # per kernel role, from the roofline weights the durations were spread by (both ranks' mean)
+    k0 = np.concatenate([w1_f / w1_f.sum() * fwd_span[0], w1_b / w1_b.sum() * bwd_span[0]])
+    ks = np.concatenate([wc_f / wc_f.sum() * fwd_span[s], wc_b / wc_b.sum() * bwd_span[s]])
+    gemm_slowdown = float(ks[role == "gemm"].sum() / k0[role == "gemm"].sum())
+    ew_slowdown = float(ks[role == "ew"].sum() / k0[role == "ew"].sum())
+    ew_share_pct = float(k0[role == "ew"].sum() / k0.sum() * 100)
+    kernels_per_step = len(fwd) + len(bwd) + OPT_LAUNCHES
+    max_clock = gpu.max_sm_clock_mhz
+    temp_c = int(rng.integers(*THROTTLE_TEMP_C))
+    gpus = gpu_clock_report(gpu, n, rng, overrides={s: {
+        "sm_clock_mhz": clock_mhz, "throttle_reasons": ["SW Thermal Slowdown"], "temperature_c": temp_c,
+        "power_w": round(float(gpu.tdp_w * rng.uniform(0.5, 0.62)), 1)}})
+
+    observations = [
+        obs("step_ms", "step period on rank 0", step_ms, "ms"),
+        obs("expected_step_ms", "step with the straggler back at full clock", after_ms, "ms"),
+        obs("speedup", "throughput gain", speedup, "x", 3),
+        obs("straggler_rank", "the slow rank", s, "rank", 0),
+        obs("straggler_compute_ms", "compute per step on the straggler (kernel busy time)", straggler_ms, "ms"),
+        obs("peer_compute_ms", "compute per step, median over ranks", peer_ms, "ms"),
+        obs("wait_ms", "rank 0's wait for the straggler per step, inside its all-gathers and reduce-scatters",
+            wait_ms, "ms"),
+        obs("comm_ms", "collective time no compute hides, as the straggler (who waits for nobody) sees it",
+            comm_ms, "ms"),
+        obs("allreduce_ms", "rank 0's compute idle on its collectives per step (what 'NCCL got slow' points at)",
+            allreduce_ms, "ms"),
+        obs("nccl_ms", "NCCL kernel time per step on rank 0 (wire time plus waiting)", nccl_ms, "ms"),
+        obs("wire_ms", "NCCL kernel time per step on the straggler: the collectives' own wire time", wire_ms, "ms"),
+        obs("collectives_per_step", "FSDP collectives per step (all-gathers forward and backward, "
+            "reduce-scatters)", n_coll, "kernels", 0),
+        obs("sm_clock_mhz", f"SM clock of rank {s}'s GPU", clock_mhz, "MHz", 0),
+        obs("max_sm_clock_mhz", "SM clock of the healthy GPUs (max)", max_clock, "MHz", 0),
+        obs("clock_ratio", "throttled / max SM clock", clock_mhz / max_clock, "", 3),
+        obs("temperature_c", f"rank {s}'s GPU temperature", temp_c, "°C", 0),
+        obs("layer_gb", "bf16 weights one layer's all-gather assembles", layer_gb, "GB"),
+        obs("layer_wire_floor_ms", f"that all-gather at a modest {MODEST_BUSBW_GBPS:.0f} GB/s busbw", layer_wire_ms,
+            "ms"),
+        obs("ring_gb", "bytes each GPU moves per step, (N-1)/N x (two gathers and one reduce-scatter of the "
+            "weights)", ring_gb, "GB"),
+        obs("wire_floor_ms", f"a step's collectives at a modest {MODEST_BUSBW_GBPS:.0f} GB/s busbw", wire_floor_ms,
+            "ms"),
+        obs("comm_busbw_gbps", "bus bandwidth of the collectives' wire time", comm_busbw, "GB/s", 1),
+        obs("spread_ratio", "max / median per-rank compute", spread, "x", 3),
+        obs("excess_ms", "straggler compute minus the median", straggler_ms - peer_ms, "ms"),
+        obs("pre_incident_step_ms", "step before the reprovision (the healthy step)", after_ms, "ms"),
+        obs("regression_ms", "step regression since the reprovision", step_ms - after_ms, "ms"),
+        obs("throughput_drop_pct", "throughput lost since the reprovision", drop_pct, "%", 1),
+        obs("fwd_ms", "forward on rank 0, first to last kernel", float(fwd_span[0]), "ms"),
+        obs("bwd_ms", "backward on rank 0, first to last kernel", float(bwd_span[0]), "ms"),
+        obs("opt_ms", "optimizer step (every rank)", opt_ms, "ms"),
+        obs("straggler_fwd_ms", f"forward on rank {s}", float(fwd_span[s]), "ms"),
+        obs("straggler_bwd_ms", f"backward on rank {s}", float(bwd_span[s]), "ms"),
+        obs("gemm_slowdown", f"rank {s}'s GEMM time over rank 0's", gemm_slowdown, "x", 3),
+        obs("ew_slowdown", f"rank {s}'s elementwise time over rank 0's", ew_slowdown, "x", 3),
+        obs("ew_share_pct", "memory-bound elementwise share of rank 0's fwd+bwd kernel time", ew_share_pct, "%", 1),
+        obs("kernels_per_step", "compute kernels per step, on every rank alike", kernels_per_step, "kernels", 0),
+        obs("mfu_pct", "MFU", mfu, "%", 1),
+        obs("expected_mfu_pct", "MFU after the fix", mfu_after, "%", 1),
+        obs("memory_gb", "planned memory per GPU (FULL_SHARD, fp32 master weights and AdamW state)",
+            mem.total / 1e9, "GB"),
+    ]
+    w, st, al, sc, pc, cm = (f"{x:.0f}" for x in (wait_ms, step_ms, allreduce_ms, straggler_ms, peer_ms, comm_ms))
+    nm, wm = f"{nccl_ms:.0f}", f"{wire_ms:.0f}"
+    others = f"ranks {', '.join(str(r) for r in range(n) if r != s)}"
+    brief = (f"{n}x {gpu.key} ({gpu.interconnect}), {p.model_params_b:.3g}B-parameter model, FSDP (FULL_SHARD) "
+             f"training in BF16. Throughput dropped {drop_pct:.0f}% after a node reprovision. Here is rank 0's "
+             f"trace (every rank's trace is available); the team is convinced NCCL got slow. Walk me through it.")
+    discipline = {
+        "step_boundary": (f"ProfilerStep# gives a clean {st} ms period on rank 0, up from ~{after_ms:.0f} ms before "
+                          f"the reprovision: a {step_ms - after_ms:.0f} ms regression to explain."),
+        "gaps": (f"Rank 0's compute stream is busy {compute[0]:.0f} ms of the step and idles {al} ms while its NCCL "
+                 f"stream runs: before every layer it waits on that layer's all-gather (forward and backward), and "
+                 f"at the step's end on the last reduce-scatters; the optimizer ({opt_ms:.0f} ms) follows. Not "
+                 f"starvation: the GPU waits on collectives."),
+        "overlap": (f"FSDP means to hide its {n_coll} collectives under the layers, and on rank {s} it does (only "
+                    f"{cm} ms exposed). On rank 0 the NCCL stream is busy {nm} ms per step where the wire needs "
+                    f"{wm}: each all-gather is launched early and spins until the last rank joins. A long collective "
+                    f"means a slow wire or a late rank, and one rank's trace cannot tell which."),
+        "longest_kernel": (f"The NCCL all-gathers are rank 0's longest kernels, but a symptom. Per rank: {others} "
+                           f"compute ~{pc} ms, rank {s} {sc} ms with the same {kernels_per_step} kernels: its GEMMs "
+                           f"{gemm_slowdown:.2f}x slower, its memory-bound elementwise kernels {ew_slowdown:.2f}x. "
+                           f"Rank {s}'s own collectives take {wm} ms per step: the true wire time."),
+    }
+    traps = [{
+        "id": "nccl_degraded",
+        "claim": "NCCL or NVLink degraded after the reprovision; retune NCCL_ALGO, check the switch, run nccl-tests.",
+        "why_wrong": (f"A layer's all-gather assembles {layer_gb:.2f} GB: {layer_wire_ms:.1f} ms even at a modest "
+                      f"{MODEST_BUSBW_GBPS:.0f} GB/s, and the step's {n_coll} collectives move {ring_gb:.0f} GB per GPU "
+                      f"({wire_floor_ms:.0f} ms at that rate). Rank {s}'s collectives, which wait for nobody, take "
+                      f"{wm} ms per step ({comm_busbw:.0f} GB/s); rank 0's take {nm} because they wait: rank {s} "
+                      f"arrives late at every layer, {w} ms per step in all."),
+    }, {
+        "id": "data_skew",
+        "claim": f"Rank {s} got an imbalanced shard (data skew, longer sequences), so it has more work.",
+        "why_wrong": (f"Rank {s} launches the same {kernels_per_step} kernels per step with the same shapes as rank 0; "
+                      f"each GEMM is {gemm_slowdown:.2f}x slower while its elementwise kernels take "
+                      f"{ew_slowdown:.2f}x. More work means more or bigger kernels; the same kernels running "
+                      f"slower at a fixed memory speed means a lower SM clock."),
+    }, {
+        "id": "bad_link",
+        "claim": f"Rank {s}'s NIC or PCIe/NVLink link is bad.",
+        "why_wrong": (f"A bad link slows communication, not compute: rank {s}'s compute stream is the slow part "
+                      f"({sc} vs {pc} ms) and its own NCCL kernels run the normal {wm} ms per step."),
+    }]
+    confirmation = (f"nvidia-smi -q -d PERFORMANCE,CLOCK -i {s} (or DCGM_FI_DEV_SM_CLOCK and "
+                    f"DCGM_FI_DEV_CLOCKS_EVENT_REASONS): rank {s}'s GPU runs its SM clock at {clock_mhz} MHz vs "
+                    f"{max_clock} MHz on its peers, SW Thermal Slowdown active, {temp_c} °C. {clock_mhz}/{max_clock} "
+                    f"= {clock_mhz / max_clock:.2f}: compute-bound kernels take {max_clock / clock_mhz:.2f}x as long "
+                    f"(rank {s}'s GEMMs: {gemm_slowdown:.2f}x) and the memory-bound ~{ew_share_pct:.0f}% does not "
+                    f"slow, which lands rank {s}'s compute at {sc} ms. Numbers agree.")
+    model_answer = (
+        f"Rank 0's compute stream idles {al} ms of a {st} ms step on NCCL kernels, but a collective's time includes "
+        f"waiting for the slowest rank: a long collective means a slow wire or a late arrival. A layer's "
+        f"{layer_gb:.2f} GB all-gather is {layer_wire_ms:.0f} ms even at {MODEST_BUSBW_GBPS:.0f} GB/s, and the "
+        f"wire can't explain the wait, so I go hunting for a straggler. Per-rank compute: {n - 1} ranks at "
+        f"~{pc} ms, rank {s} at {sc} ms, and {sc} minus {pc} is {int(sc) - int(pc)} ms, the ~{w} ms the others wait "
+        f"at every layer's collective; rank {s}'s own collectives only expose {cm} ms, the true comm. Same kernels, "
+        f"GEMMs {gemm_slowdown:.1f}x slower, memory-bound kernels not: clocks, not workload. DCGM shows rank {s} at "
+        f"{clock_mhz} MHz against {max_clock}, thermal slowdown after the reprovision. Fix the airflow, no code "
+        f"change: step goes {st} to ~{after_ms:.0f} ms, {speedup:.2f}x. And I'd add a per-rank step-time spread "
+        f"alert, because one throttled GPU taxes all {n}.")
+    key = make_key(
+        scenario, p, seed, brief=brief, observations=observations, discipline=discipline,
+        root_cause=(f"Rank {s}'s GPU is thermally throttled (SW Thermal Slowdown, SM clock {clock_mhz} of "
+                    f"{max_clock} MHz) after the node reprovision, so its compute-bound kernels are "
+                    f"{max_clock / clock_mhz:.2f}x slower and its step compute takes {sc} ms instead of ~{pc}; FSDP's "
+                    f"collectives run in lockstep, so every other rank waits for it at every layer, {w} ms per "
+                    f"step."),
+        traps=traps, decisive_measurement="per-rank", confirmation=confirmation,
+        fix=(f"Fix the cooling on rank {s}'s GPU (fan profile / airflow on that tray after the reprovision), or swap "
+             f"the GPU; no code change. Leave a monitor behind: per-rank step time max/median (now "
+             f"{spread:.2f}) and DCGM clock / throttle-reason alerts."),
+        expected={"before_ms": round(step_ms, 2), "after_ms": round(after_ms, 2), "speedup": round(speedup, 3),
+                  "unit": "ms per step",
+                  "arithmetic": (f"rank {s} rejoins at ~{pc} ms compute, so the lockstep runs at the slowest healthy "
+                                 f"rank's pace ({max_healthy_ms:.0f} ms): {st} - ({sc} - {max_healthy_ms:.0f}) = "
+                                 f"{after_ms:.0f} ms per step -> {speedup:.2f}x; MFU {mfu:.0f}% -> "
+                                 f"{mfu_after:.0f}%")},
+        model_answer=model_answer,
+        marks={"step": {"start_us": start[0, 0] / 1e3, "end_us": start[0, 1] / 1e3},
+               "gap": _longest_hole(traces[0], int(start[0, 0]), int(start[0, 1]))},
+    )
+    # wait + comm: the rank's compute idle on its collectives (late ranks, then the wire no compute hides)
+    per_rank = [{"rank": r, "compute_ms": round(float(compute[r]), 2), "wait_ms": round(float(wait_by_rank[r]), 2),
+                 "comm_ms": round(float(exposed[r] - wait_by_rank[r]), 2),
+                 "nccl_kernel_ms": round(float(nccl_by_rank[r]), 2),
+                 "optimizer_ms": round(opt_ms, 2), "fwd_ms": round(float(fwd_span[r]), 2),
+                 "bwd_ms": round(float(bwd_span[r]), 2), "step_ms": round(float(periods[r].mean()), 2),
+                 "sm_clock_mhz": clock_mhz if r == s else max_clock} for r in range(n)]
+    top = workload.kernel_table(specs, k0 * 1e6)
+    gemm_top = next(r for r in top if r["role"] == "gemm")
+    m_, n_, k_ = gemm_top["shape"]
+    ce, me = workload.EFFICIENCY["gemm"]
+    bench = {ratio: physics.gemm_flops(m_, n_, k_) / physics.roofline_us(
+        physics.gemm_flops(m_, n_, k_), physics.gemm_bytes(m_, n_, k_), gpu, ce, me, ratio) / 1e6
+        for ratio in (1.0, clock_ratio)}
+    artifacts = {
+        "per_rank": per_rank,
+        "gpus": gpus,
+        "gpu": {"key": gpu.key, "peak_tflops": gpu.bf16_tflops, "mem_tbps": gpu.mem_tbps,
+                "ridge_flop_per_byte": round(physics.ridge_point(gpu), 1), "count": n},
+        "kernels": top,
+        "straggler_kernels": workload.kernel_table(specs, ks * 1e6),
+        "steps": [{"start_us": start[0, k] / 1e3, "end_us": rec["step_end"][0, k] / 1e3} for k in range(p.steps)],
+        "model": {**shape, "params": n_params, "tokens_per_gpu": p.tokens_per_gpu},
+        "memory": {"sharding": "FULL_SHARD", "per_gpu_gb": round(mem.total / 1e9, 1),
+                   "describe": mem.describe(gpu)},
+        "experiments": {
+            "per_rank": {"rank_compute_ms": [round(float(c), 2) for c in compute],
+                         "max_compute_ms": round(straggler_ms, 2), "median_compute_ms": round(peer_ms, 2),
+                         "spread_ratio": round(spread, 3), "straggler_rank": s,
+                         "excess_ms": round(straggler_ms - peer_ms, 2),
+                         "rank_wait_ms": [round(float(x), 2) for x in wait_by_rank]},
+            "dcgm": {"fields": ["DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_GPU_TEMP",
+                                "DCGM_FI_DEV_POWER_USAGE"],
+                     "rows": [{"gpu": g["index"], "DCGM_FI_DEV_SM_CLOCK": g["sm_clock_mhz"],
+                               "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": SW_THERMAL_BIT if g["throttle_reasons"] else 0,
+                               "DCGM_FI_DEV_GPU_TEMP": g["temperature_c"], "DCGM_FI_DEV_POWER_USAGE": g["power_w"]}
+                              for g in gpus]},
+            "nvidia_smi": {"index": s, "performance_state": "P0", "sm_clock_mhz": clock_mhz,
+                           "graphics_clock_mhz": clock_mhz, "mem_clock_mhz": gpu.mem_clock_mhz,
+                           "max_sm_clock_mhz": max_clock, "clocks_event_reasons": {
+                               "Idle": False, "Applications Clocks Setting": False, "SW Power Cap": False,
+                               "HW Slowdown": False, "HW Thermal Slowdown": False, "HW Power Brake Slowdown": False,
+                               "Sync Boost": False, "SW Thermal Slowdown": True, "Display Clock Setting": False},
+                           "temperature_c": temp_c},
+            "gemm_microbench": {"kernel": gemm_top["kernel"], "shape": gemm_top["shape"],
+                                "tflops_by_rank": [round(bench[clock_ratio if r == s else 1.0], 1)
+                                                   for r in range(n)]},
+        },
+    }
+    return Built(key=key, artifacts=artifacts, trace_for_rank=lambda rank: traces[rank], ranks=n)
+
+
+def _longest_hole(tr: Trace, lo: int, hi: int) -> dict:
+    """Rank 0's longest compute-stream hole in the first step, for the key's gap mark."""
+    from app.trace import intervals
+    m = (tr.kind == Kind.KERNEL) & (tr.tid == 7) & (tr.ts_ns >= lo) & (tr.ts_ns < hi)
+    gaps = intervals.gaps(tr.ts_ns[m], tr.ts_ns[m] + tr.dur_ns[m], lo, hi)
+    a, z = max(gaps, key=lambda g: g[1] - g[0])
+    return {"start_us": a / 1e3, "end_us": z / 1e3}
+
+
 scenario = Scenario(
-    id="straggler", version=1, title="Straggler rank in an all-reduce",
-    signature="A long NCCL all-reduce on every rank but one; that rank computes ~1.5x slower",
+    id="straggler", version=2, older=(1,), fixable=(2,), title="Straggler rank in an all-reduce",
+    signature="Long NCCL collectives on every rank but one; that rank computes ~1.5x slower",
     Params=Params, build=build,
     observations=("straggler_rank", "straggler_compute_ms", "peer_compute_ms", "wait_ms", "comm_ms", "allreduce_ms",
                   "sm_clock_mhz"),
     seed_headlines={"step_ms": 610, "allreduce_ms": 215, "straggler_compute_ms": 590, "peer_compute_ms": 395,
                     "wait_ms": 195, "comm_ms": 20, "straggler_rank": 3, "expected_step_ms": 415, "speedup": 1.47},
     reader_checks={"step_ms": "step_ms", "max_rank_compute_ms": "straggler_compute_ms",
-                   "median_rank_compute_ms": "peer_compute_ms", "rank0_nccl_ms_per_step": "allreduce_ms",
+                   "median_rank_compute_ms": "peer_compute_ms", "rank0_nccl_ms_per_step": "nccl_ms",
                    "straggler_rank": "straggler_rank"},
     rubric=Rubric(
         trap_parts={
@@ -636,8 +1352,9 @@ scenario = Scenario(
              "What two different things make a collective long, and can this rank's trace alone tell them "
              "apart?"),
         Hint("Size before you blame",
-             "From the bucket's bytes and a modest ring bandwidth, how long should that all-reduce take on "
-             "this interconnect? Compare it with the kernel time this rank shows."),
+             "From the bytes a collective moves and a modest ring bandwidth, how long should it take on "
+             "this interconnect? Compare it with the kernel time this rank shows, and with the same collective "
+             "on the other ranks."),
         Hint("Look across ranks",
              "Open the per-rank step decomposition (per-rank) and compare each rank's compute time. If one "
              "rank stands out, ask what differs about its GPU."),

@@ -169,7 +169,8 @@ def test_the_upload_page_shows_a_real_trace(page, server):
 def test_straggler_stacks_every_rank_and_charts_the_per_rank_run(page, server):
     open_viewer(page, server, "/scenarios/straggler/canonical")
     labels = page.evaluate("window.timelineTest.view.data.tracks.map(t => t.group + ' / ' + t.label)")
-    assert "rank 3 · GPU 3 / stream 7 · compute" in labels and "rank 7 · GPU 7 / stream 40 · NCCL" in labels
+    assert "rank 3 · GPU 3 / stream 7 · compute" in labels
+    assert any(t.startswith("rank 7 · GPU 7 / stream ") and t.endswith(" · NCCL") for t in labels)  # 40, 52 or 84
     page.select_option("#tool-select", label=next(o for o in page.locator("#tool-select option").all_inner_texts()
                                                   if o.startswith("per-rank")))
     page.get_by_role("button", name="Run").click()

@@ -5,6 +5,10 @@ the case a straggler: one collective per step that ends together on every rank, 
 rank's NCCL kernel starting when its own compute is done, the straggler's kernels
 slower by the clock ratio where they are compute-bound and not where they are
 memory-bound, and the artifacts (per-rank view, clocks) telling the same story.
+
+These hold version 1's story (one exposed all-reduce per step), so they build version 1;
+version 2 (FSDP, per-layer collectives) is held by tests/test_fixed_straggler.py and the
+registry-driven tests.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ SEEDS = ["canonical", 0, 3, 11]
 
 @functools.lru_cache(maxsize=None)
 def instance(seed, overrides: tuple = ()):
-    return scenarios.get(SID).instance(seed, dict(overrides))
+    return scenarios.get(SID).instance(seed, dict(overrides), version=1)
 
 
 @functools.lru_cache(maxsize=None)
@@ -175,3 +179,67 @@ def test_healthy_ranks_spread_like_the_seed_and_rank_0_is_typical():
     healthy = [c for r, c in enumerate(compute) if r != 3]
     assert max(healthy) / min(healthy) < 1.03
     assert compute[0] == pytest.approx(statistics.median(compute), rel=0.002)
+
+
+# -- version 2: FSDP, per-layer collectives in lockstep -----------------------------------
+
+V2_SEEDS = ["canonical", 3]
+
+
+@functools.lru_cache(maxsize=None)
+def docs_v2(seed) -> tuple[dict, ...]:
+    inst = scenarios.get(SID).instance(seed)
+    return tuple(json.loads(kineto.dumps(inst.trace(r), inst.trace_name(r))) for r in range(inst.ranks))
+
+
+def key_v2(seed, oid):
+    return observation(scenarios.get(SID).instance(seed).key, oid)
+
+
+@pytest.mark.parametrize("seed", V2_SEEDS)
+def test_v2_each_collective_ends_together_and_the_straggler_never_waits(seed):
+    inst = scenarios.get(SID).instance(seed)
+    assert inst.version == 2
+    ds = docs_v2(seed)
+    per_rank = [kernels(d, nccl=True) for d in ds]
+    n = int(key_v2(seed, "collectives_per_step"))
+    assert all(len(k) == n * inst.params.steps for k in per_rank), "FSDP's gathers and reduce-scatters, every step"
+    names = {e["name"].split("(")[0] for e in per_rank[0]}
+    assert names == {"ncclDevKernel_AllGather_RING_LL", "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL"}
+    s = int(key_v2(seed, "straggler_rank"))
+    for i in range(len(per_rank[0])):
+        ends = [float(r[i]["ts"]) + float(r[i]["dur"]) for r in per_rank]
+        assert max(ends) - min(ends) < 5.0, "ranks leave each collective within a few µs"
+    waits = [sum(float(e["dur"]) for e in r) for r in per_rank]
+    assert min(range(len(waits)), key=waits.__getitem__) == s, "the straggler's collectives are its wire time"
+    layer = [e for e in per_rank[0] if e["args"]["Collective name"] == "_allgather_base"]
+    gathered = sorted({e["args"]["Out msg nelems"] * 2 for e in layer})
+    assert gathered[0] == pytest.approx(key_v2(seed, "layer_gb") * 1e9, rel=0.01)
+
+
+@pytest.mark.parametrize("seed", V2_SEEDS)
+def test_v2_per_rank_artifact_is_what_each_trace_shows(seed):
+    inst = scenarios.get(SID).instance(seed)
+    measured = kineto_reader.measure_ranks(list(docs_v2(seed)))
+    rows = inst.artifacts["per_rank"]
+    for row, m in zip(rows, measured["ranks"]):
+        assert row["compute_ms"] == pytest.approx(m["compute_busy_ms"], rel=0.002)
+        assert row["nccl_kernel_ms"] == pytest.approx(m["nccl_ms_per_step"], rel=0.002)
+        assert row["step_ms"] == pytest.approx(m["mean_step_ms"], rel=0.002)
+    s = int(key_v2(seed, "straggler_rank"))
+    assert rows[s]["wait_ms"] == 0 and measured["straggler_rank"] == s
+    # who waits and how long: the others' compute idle on collectives beyond the straggler's is its excess
+    excess = key_v2(seed, "straggler_compute_ms") - key_v2(seed, "peer_compute_ms")
+    assert key_v2(seed, "wait_ms") == pytest.approx(excess, rel=0.05)
+    assert key_v2(seed, "allreduce_ms") == pytest.approx(key_v2(seed, "wait_ms") + key_v2(seed, "comm_ms"), rel=0.01)
+
+
+def test_v2_fits_in_memory_and_draws_are_pulled_into_it():
+    from app import feasibility, physics, training
+    for seed in range(12):
+        p = scenarios.get(SID).params_for(seed)
+        shape = training.model_shape(p.model_params_b * 1e9)
+        mem = feasibility.training_memory(p.model_params_b * 1e9, world=p.world_size, tokens_per_gpu=p.tokens_per_gpu,
+                                          hidden=shape["hidden"], layers=shape["layers"], sharding="zero3",
+                                          master_fp32=True)
+        assert mem.fits(physics.GPUS[p.gpu]), (seed, mem.describe(physics.GPUS[p.gpu]))
