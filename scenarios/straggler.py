@@ -735,7 +735,8 @@ class _Batched:
             names = name.astype(np.int32)
         else:
             names = self._b.name_ids(list(name))
-        col = lambda v: np.broadcast_to(np.asarray(v, np.int64), (n,))  # noqa: E731
+        def col(v):  # a scalar for the batch, or one value per event
+            return np.full(n, v, np.int64) if isinstance(v, (int, np.integer)) else np.asarray(v, np.int64)
         self._buf.setdefault((kind, cat, pid, tid), []).append(
             (names, ts, col(dur_ns), col(ext), col(corr), col(nbytes), col(cfg)))
         return None
