@@ -288,6 +288,10 @@ def _kernel_spec(ph: _Physics, slot: str, role: str, op: str, kernel: str, token
         t = sum(seqs)
         return workload.KernelSpec(op, kernel, ph.attn_flops(seqs) * layers,
                                    float(t * (ph.hq + 2 * ph.kvh) * 2 * layers), info, "attn")
+    if role == "ar" and "cross_device_reduce" in kernel:  # vLLM's custom all-reduce: up to 36 blocks of 512
+        info = KernelInfo(grid=(int(np.clip(tokens * h * 2 // (512 * 16), 1, 36)), 1, 1), block=(512, 1, 1),
+                          registers_per_thread=64)
+        return workload.KernelSpec(op, kernel, 0.0, float(tokens * h * 2 * layers), info, "ew")
     if role in ("ar", "ag"):
         info = KernelInfo(grid=(ph.tp * 8 if role == "ar" else 8, 1, 1), block=(640, 1, 1), registers_per_thread=96, shared_memory=87_568)
         nbytes = tokens * h * 2 if role == "ar" else tokens * ph.vocab_tp * 2
@@ -482,3 +486,79 @@ def _simulate(p, kinds: np.ndarray, rng: np.random.Generator) -> _Sim:
     return _Sim(kinds, dec_tok, ctx_tok, seqs_all, np.concatenate(emit_r), np.concatenate(emit_i),
                 np.array(req_prompt), np.array(req_output), np.array(req_first), np.array(req_gen),
                 np.array(req_long))
+
+
+# -- version 2: one row per layer and kernel, vLLM's custom all-reduce, GEMMs under their cap ------
+
+# vLLM's custom all-reduce (csrc/custom_all_reduce.cuh): one kernel on the compute stream, each GPU
+# reading its peers' buffers over NVLink; used below CUSTOM_AR_MAX_BYTES (vLLM's default max_size,
+# 8 MiB), above it pynccl's NCCL all-reduce, on the same (current) stream. At 2 GPUs it is always the
+# one-stage kernel; at 4 and 8 the two-stage one past 512 KB and 256 KB.
+CUSTOM_AR_MAX_BYTES = 8 * 2**20
+CUSTOM_AR_LAT_US = 5.5  # its two barriers over NVLink and the launch of 36 blocks
+CUSTOM_AR_BW_SHARE = 0.25  # share of the catalog busbw its peer loads reach (small messages, 36 blocks)
+# The best FP8 GEMM share of dense peak (app/feasibility.py EFFICIENCY_CAP, sm90 gemm_fp8): the
+# prefill's GEMMs run at the instance's `prefill_flop_eff`, never above it.
+FP8_GEMM_CAP = 0.75
+ATTN_SHARE_OF_GEMM = 0.74  # FA3's FP8 causal forward at long sequences, against the GEMMs' share (~0.55 of peak)
+CUDA_GRAPH_SIZES = (1, 2, 4) + tuple(range(8, 513, 8))  # the decode batch sizes vLLM captures
+
+
+def _custom_ar_name(tp: int, nbytes: int) -> str:
+    stage = "1stage" if tp == 2 or (tp <= 4 and nbytes < 512 * 1024) or (tp <= 8 and nbytes < 256 * 1024) else "2stage"
+    return (f"void vllm::cross_device_reduce_{stage}<__nv_bfloat16, {tp}>(vllm::RankData*, vllm::RankSignals, "
+            f"vllm::Signal*, __nv_bfloat16*, int, int)")
+
+
+def graph_batch(b: int) -> int:
+    """The captured batch size a decode batch of b is padded to (vLLM pads to the next capture)."""
+    return next((s for s in CUDA_GRAPH_SIZES if s >= b), b)
+
+
+class _PhysicsV2(_Physics):
+    """Version 2's per-kernel roofline: the prefill's GEMMs at the instance's efficiency (under the
+    FP8 cap), attention at FA3's, the TP all-reduce as vLLM runs it (custom kernel or NCCL)."""
+
+    def __init__(self, m: _Model, gpu: physics.Gpu, tp: int, p):
+        super().__init__(m, gpu, tp, p)
+        self.gemm_eff = min(p.prefill_flop_eff, FP8_GEMM_CAP)
+        self.attn_eff = self.gemm_eff * ATTN_SHARE_OF_GEMM
+
+    def gemm_us(self, slot: str, tokens: int, mem_eff: float) -> float:
+        flops, nbytes = self.gemm_flops_bytes(slot, tokens)
+        ce = self.gemm_eff * tokens / (tokens + 64.0)  # small M fills fewer tiles
+        return max(flops / (self.fp8 * ce), nbytes / (self.bw * mem_eff)) * 1e6
+
+    def ar_us(self, tokens: int) -> float:
+        msg = tokens * self.h * physics.BF16_BYTES
+        if msg < CUSTOM_AR_MAX_BYTES:
+            return CUSTOM_AR_LAT_US + 1.5 * self.tp + msg * (self.tp - 1) / (self.busbw * CUSTOM_AR_BW_SHARE) * 1e6
+        return self.ar_lat_us + physics.ring_allreduce_bytes(msg, self.tp) / self.busbw * 1e6
+
+    def layer_us(self, decode: bool, tokens: int, ctx_tokens: int = 0, seqs=()) -> dict[str, float]:
+        out = super().layer_us(decode, tokens, ctx_tokens, seqs)
+        if not decode:
+            t = sum(seqs)
+            kv_bytes = t * (self.hq + 2 * self.kvh) * 2
+            out["attn"] = max(4.0, self.attn_flops(seqs) / (self.fp8 * self.attn_eff) * 1e6,
+                              kv_bytes / (self.bw * KV_BW) * 1e6)
+        return out
+
+    def ar_name(self, tokens: int) -> str:
+        msg = tokens * self.h * physics.BF16_BYTES
+        return _custom_ar_name(self.tp, msg) if msg < CUSTOM_AR_MAX_BYTES else workload.NCCL_ALLREDUCE
+
+
+class _TemplateV2(_Template):
+    """One row per layer and kernel, every row on the compute stream; the all-reduce named as vLLM
+    runs it for this batch's message."""
+
+    def __init__(self, b, ph: _PhysicsV2, decode: bool, m_tokens: int, rows_out: int):
+        self._ar = ph.ar_name(m_tokens)
+        super().__init__(b, ph, np.ones(ph.m.layers, np.int64), decode, m_tokens, rows_out, 7)
+        self.is_nccl_name = np.array([k.startswith("nccl") for k in self.kernel_names])
+
+    def _kname(self, slot, role, decode, m):
+        if role == "ar":
+            return self._ar
+        return _Template._kname(slot, role, decode, m)

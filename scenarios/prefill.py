@@ -79,7 +79,43 @@ keeps its own launch row and correlation, and a decode row's CPU op costs what a
 does (~2 µs per kernel it stands for) while a prefill row costs eager dispatch
 (`op_overhead_us` per kernel), so both granularities stay GPU-bound.
 
-Versions: 1, first model.
+Version 2 (the canonical figures above are version 1's; an expert review, issue 13, found
+its kernel rows standing for 10 layers each, a separate NCCL stream, FP8 GEMMs at ~88% of peak
+and constant host timing):
+- One row per layer and kernel (`layer_rows` no longer applies): a 70B iteration is ~1,120
+  kernels, each at its own roofline: a 30-token fused add+RMSNorm+quant ~2.5 µs (the floor),
+  decode's 491 KB all-reduce ~13 µs.
+- Decode's forward is one cudaGraphLaunch of the captured graph for the padded batch (vLLM
+  captures 1, 2, 4, 8, 16, ... 512): its kernels share the launch's correlation, with graph and
+  node ids; the logits, all-gather and sampler after it run eagerly. Prefill runs eager: an op
+  and a launch per kernel (cudaLaunchKernelExC for the cluster-launched cutlass and FA3 kernels).
+- The TP all-reduce runs on the compute stream: vLLM's custom all-reduce
+  (`vllm::cross_device_reduce_1stage<__nv_bfloat16, 2>`; at 4 or 8 GPUs the 2stage kernel past
+  512 / 256 KB) below its 8 MiB limit, ~5.5 µs + 1.5 µs x TP of barriers plus the peers' bytes
+  at a quarter of the catalog busbw; above it (the prefill's 100+ MB) pynccl's NCCL kernel on
+  the same stream, at the catalog busbw. Nothing overlaps the all-reduces (vLLM does not).
+- The prefill's FP8 GEMMs run at `prefill_flop_eff` of FP8 dense peak (x M/(M+64)), which
+  version 2 reads as the GEMMs' own share, never above app/feasibility.py's 0.75 cap (draws:
+  0.60-0.74, the version 1 draw mapped over); FA3's FP8 causal attention at 0.74 of that
+  (~0.55 of peak); the small kernels at their bytes. The iteration's time is what these add up
+  to, no longer a target the kernels are scaled to.
+- Host timing as hosttime.MEASURED_2 draws it: kernel gaps (in the graph too), launch calls and
+  latencies, Python between ops, host tasks around their nominal lengths, the time between
+  iterations; no constants.
+Canonical, version 2 (`prefill_flop_eff` 0.74, `decode_bw_eff` 0.88, a 7,000-token prompt):
+decode iteration ~22.2 ms (11.7 ms of GEMMs, 2.2 ms of attention, 2.3 ms of custom all-reduce,
+~3 ms of gaps between 1,121 graph kernels, ~1.4 ms of scheduler CPU); prefill iteration ~457
+ms (401 ms of GEMMs at 74% of FP8 peak, attention and small memory-bound kernels, 52 ms of
+NCCL all-reduce; 55% MFU); ITL p50 22 ms, p99 ~480 ms (457 + 22); TTFT ~458 ms. Where it
+departs from the seed, and why: an 8,192-token prefill in 460 ms needs the GEMMs at ~88% of
+FP8 peak while the all-reduces and small kernels sit in the same time; at the 0.75 cap it takes
+~540 ms (p99 ~560). Version 2 keeps the seed's stall (460 ms, p99 ~482, the numbers its read
+quotes) and shortens the long prompt to 7,000 tokens ("a 7K prompt"). After the fix a mixed
+iteration is ~44 ms, not the seed's 35 (its 29 ms chunk is the same 88% GEMM), ITL p99 ~46 ms
+and TTFT +34%.
+
+Versions: 1, first model (layer-grouped rows, a separate NCCL stream, the iteration's
+efficiency as a target, constant host timing); built still for what was made with it. 2, above.
 """
 
 from __future__ import annotations
@@ -89,13 +125,15 @@ from typing import Literal
 
 import numpy as np
 
-from app import physics, workload
-from app.scenario import Built, Hint, Scenario, ScenarioParams, gpu_clock_report, make_key, new_builder, obs, param
-from app.trace.builder import Kind
+from app import hosttime, physics, training, workload
+from app.scenario import Built, Hint, building, Scenario, ScenarioParams, gpu_clock_report, make_key, new_builder, obs, param
+from app.trace.builder import Kind, expect_events
+from app.trace.emit import graph_replay, launch_phase, memcpy, runtime_call
 from app.trace.schedule import in_order
 from scenarios._serving import (
-    DECODE_NODE_US, GPU_GAP_NS, H2D_GBPS, LAUNCH_LATENCY_NS, _HEAD, _MODELS, _Physics, _ROLES, _SAMPLER_ROWS,
-    _Sim, _Template, _fp8_gemm_name, _kernel_spec, _plan, _simulate, _tp_for,
+    CUDA_GRAPH_SIZES, DECODE_NODE_US, GPU_GAP_NS, H2D_GBPS, LAUNCH_LATENCY_NS, _HEAD, _LAYER, _MODELS, _Physics,
+    _PhysicsV2, _ROLES, _SAMPLER_ROWS, _Sim, _Template, _TemplateV2, _fp8_gemm_name, _kernel_spec, _plan, _simulate,
+    _tp_for, graph_batch,
 )
 from app.scoring.rubric import Rubric
 
@@ -137,7 +175,27 @@ class Params(ScenarioParams):
     def canonical(cls) -> "Params":
         """The seed's case 5: 2xH100 TP=2, 70B FP8, ~30 streams, 8K prompts, p50 22 ms, p99 490 ms; 133
         iterations so the two long prompts are 1.5% of them, as the seed's percentile cross-check has it."""
+        if building() >= 2:  # the prefill's FP8 GEMMs near the best sustained share (the cap is 0.75)
+            return cls(iterations=133, prefill_flop_eff=V2_CANONICAL_GEMM_EFF, decode_bw_eff=V2_CANONICAL_DECODE_BW,
+                       long_prompt_tokens=V2_CANONICAL_PROMPT)
         return cls(iterations=133)
+
+    @classmethod
+    def adjust_draw(cls, values: dict) -> dict:
+        """Version 2 reads `prefill_flop_eff` as the prefill GEMMs' share of FP8 dense peak (version 1:
+        the whole iteration's): the same uniform draw, mapped from 0.52-0.66 onto 0.60-0.74, under the
+        FP8 GEMM cap of app/feasibility.py."""
+        if building() >= 2:
+            lo, hi = V2_GEMM_EFF_DRAW
+            x = (values["prefill_flop_eff"] - 0.52) / 0.14
+            values["prefill_flop_eff"] = round(lo + (hi - lo) * x, 4)
+        return values
+
+
+V2_CANONICAL_GEMM_EFF = 0.74
+V2_CANONICAL_DECODE_BW = 0.88
+V2_CANONICAL_PROMPT = 7000  # 7K tokens: the seed's 8K prompt stalls ~540 ms at the FP8 cap (docstring)
+V2_GEMM_EFF_DRAW = (0.60, 0.74)
 
 
 def _a(n) -> str:
@@ -155,6 +213,8 @@ def _cumsum0(x: np.ndarray) -> np.ndarray:
 
 
 def build(p: Params, rng: np.random.Generator, seed) -> Built:
+    if building() >= 2:
+        return _build_v2(p, rng, seed)
     gpu = physics.GPUS[p.gpu]
     m = _MODELS[p.model]
     tp = _tp_for(m, gpu)
@@ -399,6 +459,192 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
                               dur_rows=dur_rows)
 
 
+# -- version 2: per-layer kernels, decode replayed as a CUDA graph, measured host timing ----------
+
+def _build_v2(p: Params, rng: np.random.Generator, seed) -> Built:
+    """Version 2 (docstring): every layer's kernels, each its own row at its own physics; decode's
+    forward one cudaGraphLaunch, prefill eager; the TP all-reduce on the compute stream; host timing
+    as hosttime.MEASURED_2 draws it."""
+    gpu = physics.GPUS[p.gpu]
+    m = _MODELS[p.model]
+    tp = _tp_for(m, gpu)
+    ph = _PhysicsV2(m, gpu, tp, p)
+    groups = np.ones(m.layers, np.int64)
+    kinds = _plan(p, rng)
+    sim = _simulate(p, kinds, rng)
+    n = p.iterations
+    timing = hosttime.MEASURED_2
+
+    b, pid, t = new_builder(rng, gpu, rank=0, world=tp, visible_gpus=tp)
+    tid, stream = pid, 7
+    training.Topology(pid, tid, tid, 0, stream).name_rows(b, autograd=False)
+    # every iteration's rows are known from the plan: count them before the slow part
+    n_layer = m.layers * len(_LAYER)
+    per_decode = 8 + 1 + (n_layer + 1) + 3 * (len(_HEAD) - 1) + 6 + 1
+    per_prefill = 8 + 3 * (n_layer - m.layers + len(_HEAD)) + 6 + 1
+    expect_events(int((kinds == 0).sum()) * per_decode + int((kinds != 0).sum()) * per_prefill)
+
+    nid = b.name_id
+    ann_ids = {k: nid(v) for k, v in {
+        "sched": "Scheduler.schedule", "exec": "Worker.execute_model",
+        "prep": "ModelRunner._prepare_model_input_tensors", "fwd": f"{m.arch}.forward",
+        "sample": "ModelRunner.compute_logits_and_sample", "proc": "LLMEngine._process_model_outputs",
+        "gc": "gc.collect"}.items()}
+    templates: dict[tuple, _TemplateV2] = {}
+
+    def template(decode: bool, m_tokens: int, rows_out: int) -> _TemplateV2:
+        key = (decode, _fp8_gemm_name(m_tokens), workload.gemm_name("sm90", rows_out), ph.ar_name(m_tokens))
+        if key not in templates:
+            templates[key] = _TemplateV2(b, ph, decode, m_tokens, rows_out)
+        return templates[key]
+
+    gc_on = np.zeros(n, bool)
+    n_gc = round(p.gc_pct / 100 * n)
+    cand = np.flatnonzero(kinds == 0)
+    if n_gc and len(cand):
+        gc_on[rng.choice(cand, size=min(n_gc, len(cand)), replace=False)] = True
+    gc_ns = (rng.uniform(1.5, 6.0, n) * 1e6).astype(np.int64)
+    first_step = int(rng.integers(2_000, 60_000))
+
+    step_start = np.zeros(n, np.int64)
+    step_end = np.zeros(n, np.int64)
+    token_t = np.zeros(n, np.int64)
+    gpu_first = np.zeros(n, np.int64)
+    gpu_last = np.zeros(n, np.int64)
+    copies_ns = np.zeros(n, np.int64)
+    gc_gap = np.zeros(n, np.int64)
+    kernel_ns = np.zeros(n, np.int64)
+    tmpl_of: list[_TemplateV2] = []
+    dur_rows: list[np.ndarray] = []
+    ann: list[tuple] = []  # (name id, ts, dur)
+    steps: list[tuple] = []  # ProfilerStep: (ts, dur, args)
+    host = lambda us: timing.host_ns(rng, int(us * 1e3))  # noqa: E731 (a host task of a nominal length)
+    gpu_free = t
+    cpu = t
+
+    for k in range(n):
+        kind = int(kinds[k])
+        decode = kind == 0
+        seqs = sim.prefill_seqs[k]
+        tokens = int(sim.decode_tokens[k]) if decode else int(sum(seqs))
+        rows_out = tokens if decode else len(seqs)
+        tpl = template(decode, tokens, rows_out)
+        floor_us = tpl.row_us(ph.layer_us(decode, tokens, int(sim.ctx_tokens[k]), seqs), ph.head_us(tokens, rows_out))
+        # each kernel at its roofline time, with the run-to-run spread of a real kernel
+        sd = np.where(tpl.roles == "gemm", 0.012, 0.03)
+        dur = np.maximum(floor_us * 1e3 * rng.normal(1.0, sd).clip(0.92, 1.1), 1_000).astype(np.int64)
+        tmpl_of.append(tpl)
+        dur_rows.append(dur)
+        nk, nf = len(dur), tpl.n_fwd
+        pre_tokens = 0 if decode else tokens
+
+        # -- CPU: schedule, prepare inputs (the H2D copy), the forward, sampling, sync, outputs
+        t0 = cpu
+        s0 = t0 + host(12)
+        sched = host(0.35 * p.cpu_overhead_ms * 1e3 + pre_tokens * 0.04)
+        e0 = s0 + sched + host(8)
+        p0 = e0 + host(6)
+        prep = host(max(80.0, 0.25 * p.cpu_overhead_ms * 1e3) + pre_tokens * 0.06)
+        c0 = p0 + prep // 3
+        h2d_bytes = tokens * 24 + int(sim.decode_tokens[k]) * 512 + 4096
+        h2d_dur = int(2_000 * rng.uniform(0.9, 1.2)) + int(h2d_bytes / (H2D_GBPS * 1e9) * 1e9)
+        h2d_api = int(timing.launch_calls_ns(rng, 1)[0]) + 2_000
+        h2d_start = max(gpu_free, c0 + 2_000 + h2d_api + int(timing.launch_latency_ns(rng, 1)[0]))
+        memcpy(b, host_pid=pid, cpu_tid=tid, gpu_pid=0, stream=stream, kind="HtoD_pinned", nbytes=h2d_bytes,
+               cpu_start_ns=c0, api_ns=h2d_api, gpu_start_ns=h2d_start, gpu_dur_ns=h2d_dur)
+        p1 = max(p0 + prep, c0 + h2d_api + 4_000 + int(timing.between_ops_ns(rng, 1)[0]))
+        f0 = p1 + host(5)
+        gap = timing.kernel_gaps_ns(rng, nk)
+        fwd_gpu0 = h2d_start + h2d_dur
+        if decode:  # the captured graph of the padded batch: one launch, its kernels back to back
+            g0 = f0 + host(25)  # copying the batch into the graph's static input buffers
+            ph_f = graph_replay(b, host_pid=pid, cpu_tid=tid, gpu_pid=0, stream=stream,
+                                kernel_names=tpl.k_ids[:nf], kernel_dur_ns=dur[:nf], cpu_t0=g0,
+                                gpu_free=fwd_gpu0 + int(gap[0]), launch_ns=host(14),
+                                latency_ns=int(timing.launch_latency_ns(rng, 1)[0]), gap_ns=gap[:nf],
+                                graph_id=CUDA_GRAPH_SIZES.index(graph_batch(tokens)) + 1)
+        else:  # eager: each kernel in its op, launched as the framework dispatches it
+            ph_f = launch_phase(b, host_pid=pid, cpu_tid=tid, gpu_pid=0, stream=stream,
+                                op_names=tpl.op_ids[:nf], kernel_names=tpl.k_ids[:nf], kernel_dur_ns=dur[:nf],
+                                cpu_t0=f0 + host(8), gpu_t0=fwd_gpu0, op_overhead_ns=_op_overheads(rng, nf, p),
+                                launch_ns=timing.launch_calls_ns(rng, nf), gpu_gap_ns=gap[:nf],
+                                launch_latency_ns=timing.launch_latency_ns(rng, nf),
+                                free_after_ns=timing.between_ops_ns(rng, nf), launch_api=tpl.api_ids[:nf])
+        f1 = ph_f.cpu_end + host(3)
+        sa0 = f1 + host(3)
+        ph_s = launch_phase(b, host_pid=pid, cpu_tid=tid, gpu_pid=0, stream=stream,
+                            op_names=tpl.op_ids[nf:], kernel_names=tpl.k_ids[nf:], kernel_dur_ns=dur[nf:],
+                            cpu_t0=sa0 + host(5), gpu_t0=ph_f.gpu_end, op_overhead_ns=_op_overheads(rng, nk - nf, p),
+                            launch_ns=timing.launch_calls_ns(rng, nk - nf), gpu_gap_ns=gap[nf:],
+                            launch_latency_ns=timing.launch_latency_ns(rng, nk - nf),
+                            free_after_ns=timing.between_ops_ns(rng, nk - nf), launch_api=tpl.api_ids[nf:])
+        d0 = ph_s.cpu_end + int(timing.between_ops_ns(rng, 1)[0])
+        d2h_api = int(timing.launch_calls_ns(rng, 1)[0]) + 2_000
+        d2h_dur = int(1_800 * rng.uniform(0.85, 1.2))
+        d2h_start = max(ph_s.gpu_end + int(gap[-1]), d0 + 2_000 + d2h_api + int(timing.launch_latency_ns(rng, 1)[0]))
+        memcpy(b, host_pid=pid, cpu_tid=tid, gpu_pid=0, stream=stream, kind="DtoH", nbytes=max(1, rows_out) * 8,
+               cpu_start_ns=d0, api_ns=d2h_api, gpu_start_ns=d2h_start, gpu_dur_ns=d2h_dur)
+        sync0 = d0 + d2h_api + 4_000 + host(4)
+        sync1 = max(sync0 + host(3), d2h_start + d2h_dur + host(4))
+        runtime_call(b, "cudaStreamSynchronize", pid, tid, sync0, sync1 - sync0)
+        sa1 = sync1 + host(3)
+        e1 = sa1 + host(4)
+        q0 = e1 + host(5)
+        proc = host(0.40 * p.cpu_overhead_ms * 1e3)
+        q1 = q0 + proc
+        end = q1 + host(6)
+        names = [ann_ids["sched"], ann_ids["exec"], ann_ids["prep"], ann_ids["fwd"], ann_ids["sample"], ann_ids["proc"]]
+        ts = [s0, e0, p0, f0, sa0, q0]
+        du = [sched, e1 - e0, p1 - p0, f1 - f0, sa1 - sa0, proc]
+        if gc_on[k]:
+            g_0 = q1 + host(10)
+            names.append(ann_ids["gc"])
+            ts.append(g_0)
+            du.append(int(gc_ns[k]))
+            end = g_0 + int(gc_ns[k]) + host(6)
+            gc_gap[k] = int(gc_ns[k])
+        ann.extend(zip(names, ts, du))
+        steps.append((t0, end - t0, {"num_prefill_tokens": pre_tokens, "num_decode_tokens": int(sim.decode_tokens[k]),
+                                     "num_seqs": int(sim.decode_tokens[k]) if decode else len(seqs)}))
+        step_start[k], step_end[k], token_t[k] = t0, end, q1
+        gpu_first[k] = ph_f.kernel_start[0]
+        gpu_last[k] = ph_s.gpu_end
+        copies_ns[k] = h2d_dur + d2h_dur
+        kernel_ns[k] = int(dur.sum())
+        gpu_free = d2h_start + d2h_dur
+        cpu = end + host(18) + int(timing.between_ops_ns(rng, 1)[0])  # prof.step() and the engine loop
+
+    a = np.array(ann, np.int64)
+    b.add(Kind.CPU, "user_annotation", a[:, 0].astype(np.int32), pid, tid, a[:, 1], a[:, 2],
+          ext=b.external_ids(len(a)))
+    b.add(Kind.CPU, "user_annotation", [f"ProfilerStep#{first_step + k}" for k in range(n)], pid, tid,
+          [s[0] for s in steps], [s[1] for s in steps], ext=b.external_ids(n), extra=[s[2] for s in steps])
+    trace = b.build()
+
+    cat = np.concatenate
+    n_rows = np.array([len(d) for d in dur_rows])
+    it_of = np.repeat(np.arange(n), n_rows)
+    all_dur = cat(dur_rows).astype(np.float64)
+    codes = cat([tp_.role_code for tp_ in tmpl_of])
+    role_sum = {r: np.bincount(it_of[codes == c], weights=all_dur[codes == c], minlength=n).astype(np.int64)
+                for c, r in enumerate(_ROLES)}
+    role_sum["ar"] = role_sum["ar"] + role_sum["ag"]
+    gpu_busy = kernel_ns + copies_ns  # one stream: kernels and copies never overlap
+    comp_kernels = n_rows  # every kernel runs on the compute stream
+    nccl_kernels = np.array([int(tp_.is_nccl_name.sum()) for tp_ in tmpl_of])
+    return _key_and_artifacts(p, rng, seed, gpu, m, tp, ph, sim, kinds, groups, trace, stream,
+                              step_start=step_start, step_end=step_end, first_step=first_step, token_t=token_t,
+                              gpu_first=gpu_first, gpu_last=gpu_last, gpu_busy=gpu_busy, comp_busy=gpu_busy,
+                              comp_kernels=comp_kernels, nccl_kernels=nccl_kernels, role_sum=role_sum, gc_gap=gc_gap,
+                              tmpl_of=tmpl_of, dur_rows=dur_rows)
+
+
+def _op_overheads(rng: np.random.Generator, n: int, p: Params) -> np.ndarray:
+    """The framework's CPU time in an eager op before its launch (vLLM's custom ops through the
+    dispatcher): `op_overhead_us` on average, a gamma's spread."""
+    return (np.maximum(rng.gamma(4.0, p.op_overhead_us / 4.0, n), 2.0) * 1e3).astype(np.int64)
+
+
 # -- the key, measured on the emitted timings ----------------------------------------
 
 def _itl_samples(sim: _Sim, token_t: np.ndarray):
@@ -430,6 +676,8 @@ def _key_and_artifacts(p, rng, seed, gpu, m, tp, ph, sim, kinds, groups, trace, 
     prefill_busy_pct = float(np.mean(gpu_busy[long_its] / (step_start[long_its + 1] - step_start[long_its]))) * 100
     prefill_comp_ms = float(np.mean(comp_busy[long_its] / 1e6))
     prefill_ar_ms = float(np.mean(role_sum["ar"][long_its] / 1e6))
+    if building() >= 2:  # the all-reduces share the compute stream: compute is the rest of it
+        prefill_comp_ms -= prefill_ar_ms
     T = p.long_prompt_tokens
     prefill_flops_gpu = 2.0 * T * ph.lin_params_gpu + ph.attn_flops([T]) * m.layers
     eff_meas = prefill_flops_gpu / (ph.fp8 * prefill_gpu_ms / 1e3)
@@ -603,8 +851,13 @@ def _key_and_artifacts(p, rng, seed, gpu, m, tp, ph, sim, kinds, groups, trace, 
                           f"balloon to {fmt(prefill_ms)} ms; their args say num_prefill_tokens={T}, "
                           f"num_decode_tokens=0."),
         "gaps": (f"None inside the stall: during the {fmt(prefill_ms)} ms iteration the GPU is busy "
-                 f"{prefill_busy_pct:.0f}% of the time: {fmt(prefill_comp_ms)} ms of FP8 GEMMs and flash-attention on "
-                 f"stream 7 and {fmt(prefill_ar_ms)} ms of TP all-reduce on {nccl_label}. The real gaps are "
+                 f"{prefill_busy_pct:.0f}% of the time: " + (
+                     f"{fmt(prefill_comp_ms)} ms of FP8 GEMMs and flash-attention on stream 7 and "
+                     f"{fmt(prefill_ar_ms)} ms of TP all-reduce on {nccl_label}." if building() == 1 else
+                     f"{fmt(prefill_comp_ms)} ms of FP8 GEMMs, flash-attention and fused small kernels "
+                     f"and, between them on the same stream 7, {fmt(prefill_ar_ms)} ms of TP all-reduce (NCCL for "
+                     f"the prefill's {ar_msg_mb:.0f} MB messages; decode's small ones take vLLM's custom "
+                     f"all-reduce, inside the decode CUDA graph).") + f" The real gaps are "
                  f"{dec_cpu_gap_ms:.1f} ms of scheduler/output processing per iteration and a few GC pauses (at most "
                  f"{gc_max_ms:.1f} ms). Gap analysis isn't idle analysis: the decode streams wait on someone else's "
                  f"compute."),
@@ -768,7 +1021,8 @@ def _key_and_artifacts(p, rng, seed, gpu, m, tp, ph, sim, kinds, groups, trace, 
         "iterations": iterations,
         "itl": {"samples": int(len(itl)), "p50_ms": round(p50, 3), "p90_ms": round(p90, 3), "p99_ms": round(p99, 3),
                 "series": series, "scatter": scatter},
-        "serving": {"engine": "vLLM-style continuous batching, prefill-first, no chunked prefill",
+        "serving": {"engine": "vLLM-style continuous batching, prefill-first, no chunked prefill" + (
+                        "" if building() == 1 else "; decode replayed as CUDA graphs, prefill eager"),
                     "model": m.name, "params_b": round(m.params / 1e9, 2), "layers": m.layers, "hidden": m.hidden,
                     "streams": streams_med, "tp": tp, "chunk_tokens": C, "long_prompt_tokens": T,
                     "kv_cache_dtype": "fp8_e4m3", "weights_gb_per_gpu": round(weights_gb, 2),
@@ -795,15 +1049,17 @@ def _key_and_artifacts(p, rng, seed, gpu, m, tp, ph, sim, kinds, groups, trace, 
 
 
 scenario = Scenario(
-    id="prefill", version=1, title="Serving: prefill blocking decode",
+    id="prefill", version=2, older=(1,), title="Serving: prefill blocking decode",
     signature="ITL spikes are a busy GPU, not an idle one: one iteration carries a whole long prefill while every "
               "decode stream waits",
     Params=Params, build=build,
     observations=("prefill_ms", "itl_p50_ms", "itl_p99_ms", "expected_itl_p99_ms", "ttft_ms", "expected_ttft_ms",
                   "prefill_tokens", "chunk_tokens", "chunk_prefill_ms", "mixed_iteration_ms", "decode_iteration_ms",
                   "long_prompt_share_pct", "ttft_increase_pct", "streams", "max_iteration_ms"),
-    seed_headlines={"itl_p50_ms": 22, "itl_p99_ms": 490, "prefill_ms": 460, "ttft_ms": 460, "step_ms": 22,
-                    "expected_itl_p99_ms": 40, "prefill_tokens": 8192, "chunk_tokens": 512},
+    # version 2 (docstring): the seed's ~460 ms stall is a 7,000-token prompt at the FP8 GEMM cap, not an
+    # 8K one; its p99 is 460 + 22 (the seed's own 482, not its 490) and after the fix ~46 ms, not 40
+    seed_headlines={"itl_p50_ms": 22, "itl_p99_ms": 480, "prefill_ms": 460, "ttft_ms": 460, "step_ms": 22,
+                    "expected_itl_p99_ms": 46, "prefill_tokens": 7000, "chunk_tokens": 512},
     reader_checks={"step_ms": "step_ms", "max_step_ms": "max_iteration_ms",
                    "nccl_kernels_per_step": "nccl_kernels_per_iteration",
                    "kernels_per_step": "kernels_per_iteration", "max_busy_ms": "max_compute_busy_ms"},

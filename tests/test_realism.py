@@ -14,7 +14,7 @@ from app.analysis import fidelity
 from app.trace import kineto
 from bench.realism import measure
 
-MEASURED_HOST = ["ddp", "launch-bound"]  # scenarios whose current version takes hosttime.MEASURED
+MEASURED_HOST = ["ddp", "launch-bound", "prefill"]  # scenarios whose current version takes hosttime.MEASURED
 
 
 @pytest.mark.parametrize("sid", MEASURED_HOST)
