@@ -14,7 +14,8 @@ its args giving num_prefill_tokens / num_decode_tokens); the period is bimodal: 
 median decode iteration and a few iterations ~20x longer whose args say
 num_prefill_tokens = the long prompt and num_decode_tokens = 0; during those the GPU is
 NOT idle ("gap analysis isn't idle analysis"): the compute stream is wall-to-wall FP8
-GEMMs and flash-attention, the NCCL stream carries the TP all-reduces; the spike is
+GEMMs and flash-attention with the TP all-reduces between them (version 1: on an NCCL
+stream of their own); the spike is
 prefill + the next decode, which is the p99; the real gaps (scheduler CPU time between
 iterations, a GC pause now and then) are milliseconds, so "GC / CPU jitter" is rejected
 with arithmetic, and "add a replica" only dilutes how often a stream freezes. The
