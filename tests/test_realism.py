@@ -16,7 +16,7 @@ from app.analysis import fidelity
 from app.trace import kineto
 from bench.realism import measure
 
-MEASURED_HOST = ["ddp", "launch-bound", "skinny-gemm", "dataloader", "straggler"]  # current versions on hosttime.MEASURED(_2)
+MEASURED_HOST = ["ddp", "launch-bound", "skinny-gemm", "dataloader", "straggler", "prefill"]  # current versions on hosttime.MEASURED(_2)
 
 
 @pytest.mark.parametrize("sid", MEASURED_HOST)

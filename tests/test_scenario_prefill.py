@@ -145,8 +145,10 @@ def test_gc_pauses_are_gaps_not_the_spike():
 
 
 def test_per_layer_rows_keep_the_numbers():
-    coarse = inst("canonical", iterations=60)
-    fine = inst("canonical", iterations=60, layer_rows=80)
+    """Version 1 groups layers into rows (`layer_rows`); version 2 always emits every layer."""
+    scn = scenarios.get("prefill")
+    coarse = scn.instance("canonical", {"iterations": "60"}, version=1)
+    fine = scn.instance("canonical", {"iterations": "60", "layer_rows": "80"}, version=1)
     for oid in ("step_ms", "prefill_ms", "itl_p99_ms", "expected_itl_p99_ms"):
         assert math.isclose(observation(fine.key, oid), observation(coarse.key, oid), rel_tol=0.02), oid
     assert observation(fine.key, "kernels_per_iteration") > 8 * observation(coarse.key, "kernels_per_iteration")
@@ -159,3 +161,106 @@ def test_params_are_validated():
     with pytest.raises(InstanceError):
         scn.instance("canonical", {"iterations": "10"})
     assert scn.instance("canonical", {"model": "llama-3.1-405b", "iterations": "60"}).key["observations"]
+
+
+# -- version 2: every layer's kernels at their own physics, decode as a CUDA graph ------------------
+
+V2_SEEDS = ["canonical", 3]
+
+
+def _kernels(d):
+    return [e for e in d["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
+
+
+def _doc(seed, version):
+    i = scenarios.get("prefill").instance(seed, version=version)
+    return json.loads(kineto.dumps(i.trace(0), i.trace_name(0)))
+
+
+@functools.lru_cache(maxsize=None)
+def _small_kernels_us(seed, version):
+    """(decode batch, median µs) of the fused add+RMSNorm+quant and of the TP all-reduce in decode
+    iterations (num_prefill_tokens 0)."""
+    d = _doc(seed, version)
+    steps = [(s, s + du) for s, du, a in _steps_with_args(d) if a["num_prefill_tokens"] == 0]
+    starts = np.array([s for s, _ in steps])
+    ends = np.array([e for _, e in steps])
+    norm, ar = [], []
+    for k in _kernels(d):
+        ts = float(k["ts"])
+        i = np.searchsorted(starts, ts) - 1
+        if i < 0 or ts > ends[i]:
+            continue
+        if "fused_add_rms_norm" in k["name"]:
+            norm.append(float(k["dur"]))
+        elif "cross_device_reduce" in k["name"] or k["name"].startswith("ncclDevKernel_AllReduce"):
+            ar.append(float(k["dur"]))
+    return float(np.median(norm)), float(np.median(ar))
+
+
+@pytest.mark.parametrize("seed", V2_SEEDS)
+def test_v2_small_kernels_take_what_one_layer_takes(seed):
+    """Version 1 drew each row for 10 layers: a 30-token fused_add_rms_norm 35 µs, a 491 KB
+    all-reduce 142 µs. One layer's: a few µs, and 10-20 µs for vLLM's custom all-reduce."""
+    norm, ar = _small_kernels_us(seed, 2)
+    assert 2 < norm < 6 and 8 < ar < 22
+    norm1, ar1 = _small_kernels_us(seed, 1)
+    assert norm1 > 20 and ar1 > 100  # what version 2 replaces
+
+
+@pytest.mark.parametrize("seed", V2_SEEDS)
+def test_v2_every_layer_runs_its_kernels(seed):
+    key = inst(seed).key
+    layers = key["params"]["model"]
+    n_layers = {"llama-3.1-70b": 80, "qwen2.5-72b": 80, "llama-3.1-405b": 126}[layers]
+    assert observation(key, "kernels_per_iteration") > 13 * n_layers  # a real 70B iteration: ~1,000 kernels
+    old = scenarios.get("prefill").instance(seed, version=1).key
+    assert observation(old, "kernels_per_iteration") < 200
+
+
+def test_v2_decode_replays_one_cuda_graph_and_prefill_runs_eager():
+    d = doc("canonical")
+    steps = _steps_with_args(d)
+    ev = [e for e in d["traceEvents"] if e.get("ph") == "X"]
+    graphs = sorted(float(e["ts"]) for e in ev if e.get("name") == "cudaGraphLaunch")
+    launches = [e for e in ev if e.get("cat") == "cuda_runtime" and e["name"].startswith("cudaLaunchKernel")]
+    for s, du, a in steps:
+        n_graph = sum(1 for g in graphs if s <= g < s + du)
+        assert n_graph == (1 if a["num_prefill_tokens"] == 0 else 0)
+    by_corr: dict = {}
+    for k in _kernels(d):
+        by_corr.setdefault(k["args"]["correlation"], []).append(k)
+    graph_corr = {e["args"]["correlation"] for e in ev if e.get("name") == "cudaGraphLaunch"}
+    sizes = [len(by_corr[c]) for c in graph_corr]
+    assert min(sizes) > 80 * 13 and all("graph id" in by_corr[c][0]["args"] for c in graph_corr)
+    long_launches = [e for e in launches if any(s <= float(e["ts"]) < s + du for s, du, a in steps
+                                                if a["num_prefill_tokens"] >= 4096)]
+    assert len(long_launches) > 80 * 12  # the prefill dispatches every kernel itself
+
+
+def test_v2_tp_allreduce_runs_on_the_compute_stream_as_vllm_names_it():
+    d = doc("canonical")
+    ks = _kernels(d)
+    assert {k["tid"] for k in ks} == {7}  # no separate NCCL stream
+    names = {k["name"] for k in ks}
+    assert any(n.startswith("void vllm::cross_device_reduce_1stage<__nv_bfloat16, 2>") for n in names)
+    # the 134 MB messages of the long prefill are past the custom all-reduce's 8 MiB: NCCL, same stream
+    assert any(n.startswith("ncclDevKernel_AllReduce") for n in names)
+    v1 = {k["tid"] for k in _kernels(_doc("canonical", 1))}
+    assert len(v1) == 2
+
+
+@pytest.mark.parametrize("seed", V2_SEEDS)
+def test_v2_fp8_gemms_run_under_the_efficiency_cap(seed):
+    """No FP8 GEMM above ~75% of dense peak (app/feasibility.py); version 1's reached ~88%."""
+    from app import feasibility
+    cap = feasibility.efficiency_cap("sm90", "gemm_fp8")
+
+    def best(i):
+        peak = physics.GPUS[i.key["params"]["gpu"]].fp8_tflops * 1e12
+        rows = [r for r in i.built.artifacts["kernels"] if r["role"] == "gemm" and "e4m3" in r["kernel"]]
+        return max(r["flops"] / (r["dur_us"] * 1e-6) / peak for r in rows)
+
+    assert best(inst(seed)) <= cap
+    if seed == "canonical":
+        assert best(scenarios.get("prefill").instance(seed, version=1)) > 0.8

@@ -70,9 +70,16 @@ def _periodic(g: dict, min_match: float = 0.9) -> list[tuple[float, float]]:
     ts, te = g["ts"][m], g["te"][m]
     _, ids, counts = np.unique(names, return_inverse=True, return_counts=True)
     n = len(ids)
+    # Only rare names mark a step: a kernel every layer launches repeats with the layer's period
+    # (a 14-kernel decoder layer), which is no step; past twice the rarest repeating name's count
+    # the candidates are such sub-step repeats.
+    repeating = counts[counts >= 2]
+    rare_max = 2 * int(repeating.min()) if len(repeating) else 0
     for name_id in np.argsort(counts, kind="stable"):
         if counts[name_id] < 2:
             continue
+        if counts[name_id] > rare_max:
+            break
         at = np.flatnonzero(ids == name_id)
         p = int(at[1] - at[0])
         if p < 1 or n < 2 * p or np.mean(ids[:-p] == ids[p:]) < min_match:
