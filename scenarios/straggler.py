@@ -1300,7 +1300,7 @@ def _longest_hole(tr: Trace, lo: int, hi: int) -> dict:
 
 
 scenario = Scenario(
-    id="straggler", version=2, older=(1,), fixable=(2,), title="Straggler rank in an all-reduce",
+    id="straggler", version=2, older=(1,), fixable=(2,), title="Straggler rank: every collective waits for one GPU",
     signature="Long NCCL collectives on every rank but one; that rank computes ~1.5x slower",
     Params=Params, build=build,
     observations=("straggler_rank", "straggler_compute_ms", "peer_compute_ms", "wait_ms", "comm_ms", "allreduce_ms",
