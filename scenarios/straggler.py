@@ -74,7 +74,7 @@ Version 2 (current): FSDP as it runs, and the host as real traces show it.
   the 26 GB of gradients a 13B model has, with the NCCL stream idle through backward; and
   13B under DDP does not fit 80 GB (weights, grads and AdamW state alone pass 100 GB).
   Version 2 is FSDP FULL_SHARD (app/feasibility.py: ~48 GB per GPU canonical, within 90%
-  of HBM; adjust_draw shrinks tokens_per_gpu until a draw fits): the root unit (embedding
+  of HBM; adjust_draw shrinks tokens_per_gpu, then the model, until a draw fits): the root unit (embedding
   and LM head, 2.6 GB) and each of the 40 layers (0.58 GB) are all-gathered before their
   forward (limit_all_gathers: the CPU issues layer u+1's after layer u-2 ends, a
   cudaEventSynchronize on the main thread) and again before their backward (BACKWARD_PRE
@@ -205,9 +205,14 @@ def _feasible_v2(values: dict) -> dict:
         mem = feasibility.training_memory(n, world=world, tokens_per_gpu=int(values["tokens_per_gpu"]),
                                           hidden=shape["hidden"], layers=shape["layers"], sharding="zero3",
                                           master_fp32=True)
-        if mem.fits(gpu) or int(values["tokens_per_gpu"]) <= 1024:
+        if mem.fits(gpu):
             break
-        values["tokens_per_gpu"] = max(1024, int(values["tokens_per_gpu"]) * 3 // 4)
+        if int(values["tokens_per_gpu"]) > 1024:
+            values["tokens_per_gpu"] = max(1024, int(values["tokens_per_gpu"]) * 3 // 4)
+        else:  # the fewest tokens still do not fit (a big model on four A100s): a smaller model
+            n = max(3e9, n * 0.85)
+            values["model_params_b"] = round(n / 1e9, 2)
+            shape = training.model_shape(n)
     layer_fwd_ms = 2 * n * int(values["tokens_per_gpu"]) / (gpu.bf16_tflops * 1e12 * float(values["compute_eff"])) \
         * 1e3 / shape["layers"]
     ag_ms_at_full = _layer_bytes(n, shape) * (world - 1) / world / (gpu.busbw_gbps * 1e9) * 1e3

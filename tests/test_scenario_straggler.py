@@ -243,3 +243,21 @@ def test_v2_fits_in_memory_and_draws_are_pulled_into_it():
                                           hidden=shape["hidden"], layers=shape["layers"], sharding="zero3",
                                           master_fp32=True)
         assert mem.fits(physics.GPUS[p.gpu]), (seed, mem.describe(physics.GPUS[p.gpu]))
+
+
+def test_every_version_2_draw_fits_even_where_the_fewest_tokens_do_not():
+    """A secret seed of the review demo drew a model that did not fit four A100s even at 1,024
+    tokens per GPU, and its build refused it: adjust_draw now shrinks the model after the tokens."""
+    import random
+
+    from app import feasibility, instances, physics, training
+    scn = scenarios.get("straggler")
+    rng = random.Random(5)
+    for seed in [rng.randrange(0, instances.MAX_SEED) for _ in range(1_500)]:
+        p = scn.params_for(seed)
+        gpu, n = physics.GPUS[p.gpu], p.model_params_b * 1e9
+        shape, _, _ = training.llm_step_specs(gpu.arch, n, p.tokens_per_gpu)
+        mem = feasibility.training_memory(n, world=p.world_size, tokens_per_gpu=p.tokens_per_gpu,
+                                          hidden=shape["hidden"], layers=shape["layers"], sharding="zero3",
+                                          master_fp32=True)
+        assert mem.fits(gpu), (seed, p.gpu, p.world_size, p.model_params_b, p.tokens_per_gpu)
