@@ -68,6 +68,16 @@ def _closeness(q: Quantity, o: dict) -> float:
     return min(abs(v - q.low), abs(v - q.high)) / max(abs(v), 1e-9)
 
 
+def _rounding(said: str) -> float:
+    """Half a unit of the said number's last digit, as a share of it: "195 ms" stands for
+    194.5-195.5, so a value 0.2% away is what the speaker said (0 where no digits are said)."""
+    m = re.search(r"\d[\d,]*(?:\.(\d+))?", said)
+    if not m:
+        return 0.0
+    value = float(m.group().replace(",", ""))
+    return 0.5 * 10 ** -len(m.group(1) or "") / value if value else 0.0
+
+
 def stated(read: Read, observations: list[dict], rubric: Rubric) -> dict[str, tuple[Quantity, dict]]:
     """Observation id -> the quantity that states it: the value within tolerance and the
     clause (or, failing that, the sentence) about that quantity. One said number states one
@@ -86,12 +96,19 @@ def stated(read: Read, observations: list[dict], rubric: Rubric) -> dict[str, tu
         # "Step on rank 0: 612 ms": a clause with no subject of its own takes the one before it
         bare = not any(rx.search(clause.text) for rx in cues.values())
         context = clause.text if not (bare and k) else parts[k - 1].text + " " + clause.text
+        at = len(context) - len(clause.text) + q.start - clause.start  # the number's place in the context
         for o in observations:
             if not matches(q, o["value"], o["unit"], rubric.tolerance.get(o["id"], 0.10)):
                 continue
-            own = cues[o["id"]].search(context)
+            own = list(cues[o["id"]].finditer(context))
             if own or (cues[o["id"]].search(sent.text) and len(parts) == 1):
-                pairs.append(((0 if own else 1, _closeness(q, o), n), q, o))
+                # Two observations a said number fits within its rounding ("195 ms" for a
+                # 194.8 ms wait and a 194.9 ms excess) are told apart by the words nearest
+                # the number ("waits 195 ms"), not by which value the rounding happens to favour.
+                near = min((abs(m.start() - at) if m.start() >= at else max(0, at - m.end()) for m in own),
+                           default=len(context))
+                off = _closeness(q, o) > _rounding(read.original[q.start:q.end])
+                pairs.append(((0 if own else 1, off, 0 if off else near, _closeness(q, o), n), q, o))
     out: dict[str, tuple[Quantity, dict]] = {}
     used: set[int] = set()
     for _rank, q, o in sorted(pairs, key=lambda p: p[0]):

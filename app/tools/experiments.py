@@ -66,7 +66,9 @@ def graphed(inst) -> dict:
     """Decode steps replayed from a CUDA graph: their kernels back to back with the
     graph's device-side gap, plus the replay's host work; host time before the first
     kernel (a serving scheduler's) stays. Iterations that carry prefill are not captured
-    (their token count changes every time), so they keep their eager time."""
+    (their token count changes every time), so they keep their eager time, and iterations
+    whose forward is already a `cudaGraphLaunch` (vLLM without --enforce-eager) have nothing
+    left to capture: they keep theirs too."""
     a = inst.artifacts
     if "decode" not in a and "serving" not in a:
         raise ToolNotApplicable("CUDA graphs here capture an inference decode step; this is a training step with a "
@@ -75,22 +77,26 @@ def graphed(inst) -> dict:
     k = t.kind == Kind.KERNEL
     ks, ke = t.ts_ns[k], t.ts_ns[k] + t.dur_ns[k]
     prefill = [it["prefill_tokens"] for it in a.get("iterations", [])] or [0] * len(a["steps"])
+    replay = [i for i, n in enumerate(t.names) if n == "cudaGraphLaunch"]
+    gs = t.ts_ns[(t.kind == Kind.RUNTIME) & np.isin(t.name, replay)]
     rows = []
     for (lo, hi), pre in zip(step_windows_ns(inst), prefill):
+        already = bool(((gs >= lo) & (gs < hi)).any())
         inside = (ks >= lo) & (ks < hi)
         n = int(inside.sum())
         busy = intervals.busy_ns(ks[inside], ke[inside], lo, hi)
         first = ks[inside].min()
         eager = hi - lo
-        if pre:
+        if pre or already:
             after = eager
         else:
             after = (first - lo) + busy + n * physics.CUDA_GRAPH_NODE_GAP_US * 1e3 + physics.CUDA_GRAPH_HOST_MS * 1e6
             after = min(after, eager)  # the eager tail after the last kernel (the sync) is in the host share
         rows.append({"eager_ms": eager / 1e6, "graphed_ms": after / 1e6, "kernels": n, "busy_ms": busy / 1e6,
-                     "captured": not pre})
+                     "captured": not pre, "already": already})
     cap = [r for r in rows if r["captured"]]
     out = {"unit": "token" if "decode" in a else "iteration", "steps": len(rows), "captured": len(cap),
+           "already_graphed": sum(r["already"] for r in cap),
            "kernels_per_step": round(float(np.mean([r["kernels"] for r in cap or rows])), 1),
            "eager_ms": round(float(np.mean([r["eager_ms"] for r in cap or rows])), 3),
            "graphed_ms": round(float(np.mean([r["graphed_ms"] for r in cap or rows])), 3),
@@ -110,9 +116,13 @@ def cuda_graph(inst) -> str:
     rows = [["eager", f"{r['kernels_per_step']:,.0f}", f"{r['kernels_per_step']:,.0f}", f"{r['eager_ms']:.3f}",
              f"{r['busy_ms']:.3f}"],
             ["CUDA graph", "1", f"{r['kernels_per_step']:,.0f}", f"{r['graphed_ms']:.3f}", f"{r['busy_ms']:.3f}"]]
+    if r["already_graphed"] and r["already_graphed"] == r["captured"]:
+        rows[0][:2] = ["as profiled (graphed)", "1"]
     if "fused_ms" in r:
         rows.append(["graph + fusion", "1", f"{r['kernels_after_fusion']:,}", f"{r['fused_ms']:.3f}", "-"])
-    if "serving" in inst.artifacts:
+    if "serving" in inst.artifacts and r["already_graphed"]:
+        cmd = "vllm serve MODEL   # as profiled: decode batches already replay captured CUDA graphs"
+    elif "serving" in inst.artifacts:
         cmd = "vllm serve MODEL   # as profiled, minus --enforce-eager: decode batches replay captured CUDA graphs"
     else:
         cmd = f"{program(inst)} --cuda-graph   # torch.cuda.graphs: capture the decode step once, replay per {u}"
@@ -120,6 +130,9 @@ def cuda_graph(inst) -> str:
              table(["Mode", f"Launches/{u}", f"Kernels/{u}", f"Time/{u} (ms)", "GPU busy (ms)"], rows, {0}), "",
              f" Captured {r['captured']} of {r['steps']} {u}s; mean {u} {r['eager_ms']:.3f} -> {r['graphed_ms']:.3f} ms "
              f"({r['eager_ms'] / r['graphed_ms']:.2f}x)."]
+    if r["already_graphed"]:
+        lines.append(f" {r['already_graphed']} of those {r['captured']} already replay a CUDA graph in the trace "
+                     f"(one cudaGraphLaunch each): nothing is left to capture, so their time stays as measured.")
     if r["captured"] < r["steps"]:
         lines.append(f" {r['steps'] - r['captured']} iterations carry prefill and run eager (a new token count every "
                      f"time): the longest stays {r['longest_eager_ms']:.3f} ms -> {r['longest_graphed_ms']:.3f} ms.")
