@@ -44,6 +44,7 @@ class TrainingMemory:
     optimizer: float
     activations: float
     runtime: float
+    master_fp32: bool = False  # what the parts hold, for `needs`: fp32 grads and master weights + moments
 
     @property
     def total(self) -> float:
@@ -61,6 +62,31 @@ class TrainingMemory:
                 f"weights {gb(self.weights)}, grads {gb(self.grads)}, optimizer {gb(self.optimizer)}, "
                 f"activations {gb(self.activations)}, runtime {gb(self.runtime)}")
 
+    def needs(self, gpu: physics.Gpu, what: str) -> str | None:
+        """None when it fits; else the one line an override past memory is refused with,
+        naming the figure and what holds it (see `needs`); `what` names the job and its sharding."""
+        if self.fits(gpu):
+            return None
+        opt = "fp32 master weights + AdamW moments" if self.master_fp32 else "bf16 AdamW moments"
+        return needs(what, gpu, [("bf16 params", self.weights),
+                                 ("fp32 grads" if self.master_fp32 else "bf16 grads", self.grads),
+                                 (opt, self.optimizer), ("activations", self.activations),
+                                 ("CUDA context, workspaces and NCCL buffers", self.runtime)])
+
+
+def needs(what: str, gpu: physics.Gpu, parts: list[tuple[str, float]]) -> str | None:
+    """None when `parts` (label, bytes per GPU) fit the budget; else one line naming the figure:
+    "70B ... needs 568.9 GB of the H100's 85.0 GB HBM3 (a plan may use 90%, 76.5 GB): bf16 params
+    140.0 GB + ...". Scenarios refuse an override past memory with it before any build work
+    (ScenarioParams.refusal)."""
+    total = sum(b for _, b in parts)
+    if total <= HBM_BUDGET * gpu.total_mem_bytes:
+        return None
+    gb = lambda x: f"{x / 1e9:.1f} GB"  # noqa: E731
+    return (f"{what} needs {gb(total)} of the {gpu.key}'s {gb(gpu.total_mem_bytes)} {gpu.mem_kind} (a plan may use "
+            f"{HBM_BUDGET:.0%}, {gb(HBM_BUDGET * gpu.total_mem_bytes)}): "
+            + " + ".join(f"{label} {gb(b)}" for label, b in parts if b))
+
 
 def training_memory(n_params: float, *, world: int, tokens_per_gpu: int, hidden: int, layers: int,
                     sharding: Sharding = "ddp", master_fp32: bool = False,
@@ -77,7 +103,7 @@ def training_memory(n_params: float, *, world: int, tokens_per_gpu: int, hidden:
         acts = CHECKPOINT_BYTES_PER_TOKEN_HIDDEN * hidden * tokens_per_gpu * layers + full_layer
     else:
         acts = full_layer * layers
-    return TrainingMemory(weights, grads, optimizer, acts, RUNTIME_BYTES)
+    return TrainingMemory(weights, grads, optimizer, acts, RUNTIME_BYTES, master_fp32)
 
 
 def _stage(sharding: Sharding) -> int:

@@ -124,6 +124,15 @@ class ScenarioParams(BaseModel):
         """Hook for rules that tie params together (e.g. keep a draw launch-bound)."""
         return values
 
+    def refusal(self) -> str | None:
+        """Why a job with these params could not run at all (e.g. it needs more memory than its
+        GPU has), as one line naming the figure, or None. Asked, inside the version being built,
+        of every explicit override before any build work (apply_overrides), so an override past
+        memory is a one-line InstanceError (a 400 on the web, exit 2 on the command line), not a
+        build that raises deep inside or a trace no job could produce. Seeded draws are pulled
+        into the feasible region by `adjust_draw` instead, and the canonical case fits."""
+        return None
+
     @classmethod
     def _draw_values(cls, rng: np.random.Generator) -> dict[str, Any]:
         values: dict[str, Any] = {}
@@ -188,7 +197,7 @@ def apply_overrides(cls: type[ScenarioParams], base: ScenarioParams, overrides: 
     for k, v in overrides.items():
         values[k] = _coerce(cls, k, v) if isinstance(v, str) else v
     try:
-        return cls.model_validate(values)
+        params = cls.model_validate(values)
     except ValidationError as e:
         err = e.errors()[0]
         msg = err["msg"].removeprefix("Value error, ")
@@ -198,6 +207,10 @@ def apply_overrides(cls: type[ScenarioParams], base: ScenarioParams, overrides: 
         desc = {d["name"]: d for d in cls.describe()}.get(loc)
         rng = f" (valid: {desc['min']} to {desc['max']} {desc['unit']})" if desc and desc["min"] is not None else ""
         raise InstanceError(f"param {loc}: {msg}{rng}") from None
+    reason = params.refusal() if overrides else None
+    if reason:
+        raise InstanceError(f"params: {reason}")
+    return params
 
 
 @dataclass(frozen=True)
@@ -269,9 +282,9 @@ class Scenario:
     def params_for(self, seed: SeedLabel, overrides: dict[str, Any] | None = None,
                    version: int | None = None) -> ScenarioParams:
         v = self._checked(version)
-        with _version(v):  # a version may draw its params differently
+        with _version(v):  # a version may draw its params differently, and refuse overrides differently
             base = self.Params.canonical() if seed == "canonical" else self.Params.draw(self.rng(seed, 0, v))
-        return apply_overrides(self.Params, base, overrides or {})
+            return apply_overrides(self.Params, base, overrides or {})
 
     def instance(self, seed: SeedLabel, overrides: dict[str, Any] | None = None,
                  max_events: int | None = None, version: int | None = None, fixed: bool = False) -> "Instance":

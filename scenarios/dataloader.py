@@ -211,6 +211,13 @@ class Params(ScenarioParams):
         """The seed's case 2: 4xA100, ViT-L/16, 256 images/GPU, 2 workers, 510 ms steps."""
         return cls()
 
+    def refusal(self) -> str | None:
+        """Version 2: an override whose step does not fit 90% of HBM (its draws never do: `draw`)."""
+        if building() < 2:
+            return None
+        return _memory(self).needs(physics.GPUS[self.gpu], f"{self.model} under DDP with AMP and AdamW at "
+                                   f"{self.batch_per_gpu} images of {self.image_px} px per GPU (no recompute)")
+
     @classmethod
     def draw(cls, rng: np.random.Generator) -> "Params":
         """Uniform over the declared ranges (crop and batch in steps of 32), conditioned

@@ -160,6 +160,18 @@ class Params(ScenarioParams):
             return cls(tokens_per_gpu=3200, compute_eff=0.4485, allreduce_busbw_frac=0.4375)
         return cls()
 
+    def refusal(self) -> str | None:
+        """Version 3: an override whose step does not fit 90% of HBM even with every layer
+        checkpointed (the least a step can keep), named with its figure before any build work."""
+        if building() < 3:
+            return None
+        n = self.model_params_b * 1e9
+        shape = training.model_shape(n)
+        mem = _memory(n, self.world_size, self.tokens_per_gpu, shape, shape["layers"])
+        return mem.needs(physics.GPUS[self.gpu], f"{self.model_params_b:g}B under DDP with AdamW on "
+                         f"{self.world_size}x {self.gpu} at {self.tokens_per_gpu:,} tokens per GPU (every "
+                         f"one of its {shape['layers']} layers checkpointed)")
+
     @classmethod
     def adjust_draw(cls, values: dict) -> dict:
         """Version 3: a draw that would not run is pulled back into what runs (docstring): the

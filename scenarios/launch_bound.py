@@ -93,7 +93,7 @@ from typing import Literal
 import numpy as np
 from pydantic import model_validator
 
-from app import hosttime, physics, training, workload
+from app import feasibility, hosttime, physics, training, workload
 from app.scenario import (Built, Hint, Scenario, ScenarioParams, building, fixed, gpu_clock_report, make_key,
                           new_builder, obs, param)
 from app.trace import intervals, optree
@@ -237,6 +237,22 @@ class Params(ScenarioParams):
     def canonical(cls) -> "Params":
         """The seed's case 3: 1xL40S, 7B model with INT8 weights, batch-1 eager decode, 28 ms/token."""
         return cls()
+
+    def refusal(self) -> str | None:
+        """Version 3: an override whose decode does not fit 90% of the one GPU's memory: the linear
+        weights in their format, the embedding and lm_head in bf16, the bf16 KV cache at the last
+        profiled token, and the runtime (draws stay within 13B, which fits everywhere)."""
+        if building() < 3:
+            return None
+        s = _shape(self.model_params_b, self.gqa_groups, self.vocab)
+        kv_tokens = self.context_len + self.tokens
+        return feasibility.needs(
+            f"a {self.model_params_b:g}B decode with {_DTYPE_LABEL[self.weight_dtype]} weights and "
+            f"{kv_tokens:,} tokens of context on one {self.gpu}", physics.GPUS[self.gpu],
+            [(f"{_DTYPE_LABEL[self.weight_dtype]} linear weights", s["linear_params"] * _DTYPE_BYTES[self.weight_dtype]),
+             ("bf16 embedding, lm_head and norms", (s["params"] - s["linear_params"]) * physics.BF16_BYTES),
+             ("bf16 KV cache", 2 * kv_tokens * s["kv_hidden"] * s["layers"] * physics.BF16_BYTES),
+             ("CUDA context and workspaces", feasibility.RUNTIME_BYTES)])
 
     @model_validator(mode="after")
     def _still_launch_bound(self) -> "Params":

@@ -126,7 +126,7 @@ from typing import Literal
 
 import numpy as np
 
-from app import hosttime, physics, training, workload
+from app import feasibility, hosttime, physics, training, workload
 from app.scenario import Built, Hint, building, Scenario, ScenarioParams, gpu_clock_report, make_key, new_builder, obs, param
 from app.trace.builder import Kind, expect_events
 from app.trace.emit import graph_replay, launch_phase, memcpy, runtime_call
@@ -180,6 +180,24 @@ class Params(ScenarioParams):
             return cls(iterations=133, prefill_flop_eff=V2_CANONICAL_GEMM_EFF, decode_bw_eff=V2_CANONICAL_DECODE_BW,
                        long_prompt_tokens=V2_CANONICAL_PROMPT)
         return cls(iterations=133)
+
+    def refusal(self) -> str | None:
+        """Version 2: an override whose serving memory per GPU passes 90% of HBM (vLLM's default
+        gpu_memory_utilization): the TP shard of the weights (FP8 linears, bf16 embedding and
+        lm_head), the FP8 KV cache of every running stream's context and the long prompt, one
+        layer's activations of that prompt's unchunked prefill, and the runtime."""
+        if building() < 2:
+            return None
+        gpu, m = physics.GPUS[self.gpu], _MODELS[self.model]
+        tp = _tp_for(m, gpu)
+        kv_tokens = self.streams * self.context_tokens + self.long_prompt_tokens
+        return feasibility.needs(
+            f"{m.key} served in FP8 at TP={tp} on {self.gpu} with {self.streams} streams of {self.context_tokens:,} "
+            f"tokens and a {self.long_prompt_tokens:,}-token prompt", gpu,
+            [("FP8 weights", m.linear_params / tp), ("bf16 embedding and lm_head", 2 * m.vocab * m.hidden * 2 / tp),
+             (f"FP8 KV cache of {kv_tokens:,} tokens", kv_tokens * 2 * m.kv_hidden * m.layers / tp),
+             ("prefill activations", self.long_prompt_tokens * (m.hidden + 2 * m.ffn / tp) * physics.BF16_BYTES),
+             ("CUDA context, graphs and workspaces", feasibility.RUNTIME_BYTES)])
 
     @classmethod
     def adjust_draw(cls, values: dict) -> dict:

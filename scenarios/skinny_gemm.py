@@ -355,6 +355,19 @@ class Params(ScenarioParams):
         comm_ms = _count(m) * physics.BF16_BYTES / (gpu.busbw_gbps * values["rs_busbw_frac"] * 1e9) * 1e3
         return fwd.mean() / 1e3 >= CPU_MARGIN * host_us and comm_ms <= COMM_SHARE * gpu_ms
 
+    def refusal(self) -> str | None:
+        """Version 2: an override that names no real model, or whose ZeRO-2 step does not fit 90%
+        of HBM at the fix's micro-batch 4 (the build's own gate, asked before any build work)."""
+        if building() < 2:
+            return None
+        try:
+            name, model = model_v2(self.model_params_b, self.hidden)
+        except InstanceError as e:
+            return str(e)
+        return memory_v2(model, self.world_size, 4 * self.seq).needs(
+            physics.GPUS[self.gpu], f"{name} under ZeRO-2 on {self.world_size}x {self.gpu} with fp32 master "
+            f"weights at micro-batch 4 x {self.seq} tokens (the fix's)")
+
     @model_validator(mode="after")
     def _memory_bound_and_sane(self) -> "Params":
         gpu = physics.GPUS[self.gpu]

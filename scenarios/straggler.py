@@ -183,6 +183,12 @@ class Params(ScenarioParams):
             raise ValueError(f"straggler_rank {self.straggler_rank} must be below world_size {self.world_size}")
         return self
 
+    def refusal(self) -> str | None:
+        """Version 2: an override whose FSDP step does not fit 90% of HBM (draws: _feasible_v2)."""
+        return _memory_v2(self).needs(physics.GPUS[self.gpu], f"{self.model_params_b:g}B under FSDP FULL_SHARD "
+                                      f"on {self.world_size}x {self.gpu} with fp32 master weights at "
+                                      f"{self.tokens_per_gpu:,} tokens per GPU") if building() >= 2 else None
+
     @classmethod
     def canonical(cls) -> "Params":
         """The seed's case 4: 8xH100, 13B model, rank 3 throttled; 610 ms steps (version 2: ~623), 215 ms
@@ -190,6 +196,14 @@ class Params(ScenarioParams):
         if building() >= 2:  # FSDP's 0.6-2.6 GB gathers at ~78% of the ring's busbw; the clock: docstring
             return cls(comm_busbw_frac=0.78, throttle_clock_frac=0.622)
         return cls()
+
+
+def _memory_v2(p: Params) -> feasibility.TrainingMemory:
+    """Version 2's step per GPU: FSDP FULL_SHARD, fp32 master weights and AdamW state, no checkpointing."""
+    shape = training.model_shape(p.model_params_b * 1e9)
+    return feasibility.training_memory(p.model_params_b * 1e9, world=p.world_size, tokens_per_gpu=p.tokens_per_gpu,
+                                       hidden=shape["hidden"], layers=shape["layers"], sharding="zero3",
+                                       master_fp32=True)
 
 
 def _feasible_v2(values: dict) -> dict:

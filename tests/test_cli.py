@@ -144,3 +144,9 @@ def test_generate_fixed_writes_the_trace_after_the_fix(tmp_path):
     assert '"cudaGraphLaunch"' in out.read_text()
     bad = run("generate", "ddp", "--canonical", "--version", "1", "--fixed")
     assert bad.returncode == 2 and "no build with its fix applied" in bad.stderr
+
+
+def test_a_param_past_memory_is_a_one_line_error():
+    out = run("generate", "ddp", "--canonical", "--param", "model_params_b=70", "-o", "/dev/null")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert "needs" in out.stderr and "GB of the H100's" in out.stderr and "bf16 params" in out.stderr

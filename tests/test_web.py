@@ -293,3 +293,13 @@ def test_the_fidelity_page_and_its_json_twin(client):
     bad = client.get("/scenarios/straggler/canonical/fidelity.json?rank=all")
     assert bad.status_code == 400 and "one rank" in bad.json()["error"]
     assert 'fidelity beside real traces' in client.get("/scenarios/ddp/canonical").text
+
+
+@pytest.mark.parametrize("path", ["/scenarios/ddp/canonical/key.json", "/scenarios/ddp/canonical"])
+def test_a_param_override_past_memory_is_a_400_with_the_figure(client, path):
+    r = client.get(path + "?model_params_b=70")
+    assert r.status_code == 400
+    err = r.json()["error"] if r.headers["content-type"].startswith("application/json") else r.text
+    assert "needs" in err and "GB of the H100's" in err and "bf16 params" in err
+    ok = client.get("/scenarios/ddp/canonical/key.json?model_params_b=4")
+    assert ok.status_code == 200 and ok.json()["params"]["model_params_b"] == 4
