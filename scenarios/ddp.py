@@ -490,6 +490,9 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
                 "launch_configs": True}
         b.number_ops(first_ev_idx=int(rng.integers(2_000, 40_000)))
     first_step = int(rng.integers(3, 40))
+    if v3:  # the autograd thread's counter has numbered every earlier step's recomputed ops (optree.Autograd.recompute)
+        tree["autograd"].recompute_next = first_step * sum(
+            1 for x in bwd if not x.op.startswith(optree.EV) and optree.numbered(optree.tree_for(x, widths)))
     steps = []  # per step: cpu start, cpu end, AR window, compute-stream intervals
     gpu_free = t
     sum_f = np.zeros(len(fwd), np.int64)

@@ -11,6 +11,7 @@ import pytest
 import scenarios
 from app import feasibility, physics, workload
 from app.scenario import _version, observation
+from app.trace import optree
 from app.trace.builder import Kind
 from scenarios import ddp
 
@@ -141,3 +142,67 @@ def test_canonical_keeps_the_seeds_step_and_hole_and_says_what_moved():
     assert observation(k, "checkpointed_layers") == 16 and observation(k, "nccl_channels") == 14
     assert observation(k, "mfu_pct") < 31  # the seed's 31% needs 3,960 tokens that do not fit
     assert "Versions:" in ddp.__doc__ and "3 (current)" in ddp.__doc__
+
+
+def _doc(seed="canonical", over=None):
+    import json
+
+    from app.trace import kineto
+
+    inst = DDP.instance(seed, over or {"steps": "3"})
+    doc = json.loads(kineto.dumps(inst.trace(0), "t.json"))
+    ops = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op"]
+    return inst, doc, ops
+
+
+def test_flashattention_3_ops_carry_the_names_its_package_registers():
+    """FA3 (Dao-AILab/flash-attention hopper/flash_attn_interface.py) wraps its kernels in the custom
+    ops flash_attn_3::_flash_attn_forward / _flash_attn_backward, which call flash_attn_3::fwd / bwd
+    (hopper/flash_api.cpp, TORCH_LIBRARY(flash_attn_3)); FA2's flash_attn:: names are not on an H100.
+    One backward node launches all of a layer's FA3 backward kernels, inside flash_attn_3::bwd."""
+    inst, doc, ops = _doc()
+    names = {e["name"] for e in ops}
+    assert {"FlashAttnFunc", "flash_attn_3::_flash_attn_forward", "flash_attn_3::fwd",
+            "flash_attn_3::_flash_attn_backward", "flash_attn_3::bwd"} <= names
+    assert not any(n.startswith("flash_attn::") for n in names)
+    by_ext = {e["args"]["External id"]: e["name"] for e in ops}
+    fa3 = {ddp.FA3["fwd"]: "flash_attn_3::fwd", **{ddp.FA3[k]: "flash_attn_3::bwd" for k in ddp.FA3 if k != "fwd"}}
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel" and e["name"] in fa3]
+    assert kernels and all(by_ext[k["args"]["External id"]] == fa3[k["name"]] for k in kernels)
+    with _version(inst.version):
+        layers = ddp._plan(inst.params.model_dump())["shape"]["layers"]
+    evals = [e for e in ops if e["name"] == optree.EV + "FlashAttnFuncBackward"]
+    fwds = [e for e in ops if e["name"] == "FlashAttnFunc" and e["args"]["Fwd thread id"] == 0
+            and e["tid"] != evals[0]["tid"]]
+    assert len(evals) == inst.params.steps * layers  # one backward node per layer, not one per FA3 kernel
+    assert len(fwds) == inst.params.steps * layers  # the main thread (recomputes run on the autograd one)
+    # each backward node takes back its own layer's forward number, with one flow
+    fwd_seq = [e["args"]["Sequence number"] for e in fwds]
+    assert sorted(e["args"]["Sequence number"] for e in evals) == sorted(fwd_seq)
+
+
+def test_recomputed_forward_ops_are_numbered_on_the_autograd_thread():
+    """Activation checkpointing (torch/utils/checkpoint.py, non-reentrant): backward's unpack hook
+    reruns the layer's forward under torch.autograd.enable_grad() on the autograd thread, so its ops
+    record a sequence number (Dispatcher::sequenceNumberForRunningRecordFunction: peek() when grad
+    mode is on) from that thread's own counter (ATen/SequenceNumber.cpp: thread_local), as forward
+    ops ("Fwd thread id" 0, no fwdbwd flow: the recomputed graph's nodes never run backward); the
+    main thread's counter does not move for them."""
+    inst, doc, ops = _doc()
+    assert observation(inst.key, "checkpointed_layers") > 0
+    main = next(e["tid"] for e in ops if e["name"] == "aten::embedding")
+    bwd_tid = next(e["tid"] for e in ops if e["name"].startswith(optree.EV))
+    recomputed = [e for e in ops if e["tid"] == bwd_tid and not e["name"].startswith(optree.EV)
+                  and "Sequence number" in e["args"] and e["name"] in ("aten::linear", "FlashAttnFunc")]
+    assert recomputed and all(e["args"]["Fwd thread id"] == 0 for e in recomputed)
+    seqs = sorted({e["args"]["Sequence number"] for e in ops if e["tid"] == bwd_tid
+                   and e["args"].get("Fwd thread id") == 0})
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))  # one counter, these ops alone
+    flows = {(e["pid"], e["tid"], e["ts"]) for e in doc["traceEvents"] if e.get("cat") == "fwdbwd" and e["ph"] == "s"}
+    assert not any((e["pid"], e["tid"], e["ts"]) in flows for e in recomputed)
+    # the main thread's numbers: its forward ops and the backward nodes numbered apart, one run
+    fwd = {e["args"]["Sequence number"] for e in ops if e["tid"] == main and "Sequence number" in e["args"]}
+    own = {e["args"]["Sequence number"] for e in ops if e["tid"] == bwd_tid and e["name"].startswith(optree.EV)
+           and "Sequence number" in e["args"]} - fwd
+    taken = sorted(fwd | own)
+    assert taken == list(range(taken[0], taken[0] + len(taken)))

@@ -83,8 +83,9 @@ def launch_phase(b: TraceBuilder, *, host_pid: int, cpu_tid: int, gpu_pid: int, 
             raise ValueError("an op tree replaces each launch's op: emit_op does not apply")
         free_last = int(np.asarray(free_after_ns)[-1]) if free_after_ns is not None else 0
         next_start = np.append(op_start[1:], op_start[-1] + op_dur[-1] + free_last)
-        optree.emit(b, tree, pid=host_pid, tid=cpu_tid, op_start=op_start, launch_start=launch_start,
-                    op_end=op_start + op_dur, next_start=next_start, ext=ext, autograd=autograd, backward=backward)
+        ext = optree.emit(b, tree, pid=host_pid, tid=cpu_tid, op_start=op_start, launch_start=launch_start,
+                          op_end=op_start + op_dur, next_start=next_start, ext=ext, autograd=autograd,
+                          backward=backward)
     b.add(Kind.RUNTIME, "cuda_runtime", launch_api, host_pid, cpu_tid, launch_start, launch_dur,
           ext=ext, corr=corr)
     b.add(Kind.KERNEL, "kernel", kernel_names, gpu_pid, stream, k_start, kernel_dur_ns, ext=ext, corr=corr,

@@ -78,6 +78,19 @@ _BACKWARD_ATEN = {
 }
 _GEMM_BACKWARD = ("MmBackward0", "AddmmBackward0")
 
+# FlashAttention-3 (Dao-AILab/flash-attention hopper/): FlashAttnFunc (an autograd.Function, the
+# same name as FA2's) calls the custom ops flash_attn_interface.py registers with
+# torch.library.custom_op, flash_attn_3::_flash_attn_forward and ::_flash_attn_backward, and they the
+# ops flash_api.cpp registers in TORCH_LIBRARY(flash_attn_3), flash_attn_3::fwd and ::bwd, which
+# launch the kernels; torch.profiler records each dispatcher call. FA2's are flash_attn::*. The one
+# bwd call launches the preprocess, main and postprocess kernels (and GQA's dK/dV conversions).
+FA3_FORWARD, FA3_BACKWARD = "flash_attn_3::_flash_attn_forward", "flash_attn_3::_flash_attn_backward"
+
+
+def _fa3(kernel: str) -> bool:
+    """An FA3 kernel: cutlass::device_kernel<flash::...Sm90...> (FA2's are flash::flash_*_kernel)."""
+    return kernel.startswith("void cutlass::device_kernel<flash::")
+
 
 def tree_for(spec, widths: tuple[int, ...] = ()) -> Op:
     """The tree of ops around one launching op (a KernelSpec from app/workload.py). A step
@@ -97,6 +110,11 @@ def _tree(op: str, kernel: str, flops: float, shape: tuple | None, widths: tuple
             mm = Op("aten::mm", [[m, k], [k, n]], [BF16, BF16], launches=True)
             return Op(op, autograd=True, children=[Op(node, [[m, n]], [BF16], autograd=True, children=[
                 _views([n, k], forward=False), mm])])
+        if node == "FlashAttnFuncBackward" and _fa3(kernel):
+            d = _rows(int(spec.flops) or 1, widths)
+            return Op(op, autograd=True, children=[Op(node, [d], [BF16], autograd=True, children=[
+                Op(FA3_BACKWARD, [d] * 6, [BF16] * 5 + [F32], children=[
+                    Op("flash_attn_3::bwd", [d] * 6, [BF16] * 5 + [F32], launches=True)])])])
         aten = _BACKWARD_ATEN.get(node)
         if aten is None:
             return Op(op, None, launches=True)
@@ -139,6 +157,10 @@ def _tree(op: str, kernel: str, flops: float, shape: tuple | None, widths: tuple
         return Op("aten::log_softmax", [d, [], []], [F32, "Scalar", ""], autograd=True, children=[
             Op(op, [d, [], []], [F32, "Scalar", "Scalar"], launches=True)])
     if op == "FlashAttnFunc":
+        if _fa3(kernel):
+            return Op("FlashAttnFunc", autograd=True, children=[
+                Op(FA3_FORWARD, [d, d, d], [BF16] * 3, children=[Op("flash_attn_3::fwd", [d, d, d], [BF16] * 3,
+                                                                     launches=True)])])
         return Op("FlashAttnFunc", autograd=True, children=[
             Op("flash_attn::_flash_attn_forward", [d, d, d], [BF16] * 3, launches=True)])
     if op.startswith("aten::"):
@@ -169,9 +191,12 @@ class Autograd:
     forward op the trace does not show (a dtype cast inside a fused op) takes a number of
     its own, with no flow."""
 
-    def __init__(self, b: TraceBuilder, first: int):
+    def __init__(self, b: TraceBuilder, first: int, recompute_first: int = 0):
         self.b = b
         self.next = int(first)
+        # The autograd thread's own counter (at::sequence_number is thread_local): what forward
+        # ops rerun in backward under activation checkpointing take (`recompute`).
+        self.recompute_next = int(recompute_first)
         # forward trees not yet taken, by root name: (seq, pid, tid, ts), latest last
         self.made: dict[str, list[tuple[int, int, int, int]]] = {}
 
@@ -179,6 +204,18 @@ class Autograd:
         seq = self.next
         self.next += 1
         self.made.setdefault(name, []).append((seq, pid, tid, ts))
+        return seq
+
+    def recompute(self) -> int:
+        """A forward op rerun inside backward by activation checkpointing. torch/utils/checkpoint.py
+        (non-reentrant) reruns the layer in the saved-tensor unpack hook under
+        torch.autograd.enable_grad(), on the autograd thread: each op records the sequence number
+        the dispatcher peeks when grad mode is on (Dispatcher::sequenceNumberForRunningRecordFunction)
+        from that thread's counter (ATen/SequenceNumber.cpp: thread_local), its "Fwd thread id" is
+        0 as for any forward op, and no flow leaves it: the recomputed graph's nodes never run
+        backward (the original forward's nodes do, with the recomputed tensors)."""
+        seq = self.recompute_next
+        self.recompute_next += 1
         return seq
 
     def backward(self, node: str, pid: int, tid: int, ts: int) -> int:
@@ -194,40 +231,65 @@ class Autograd:
 
 def emit(b: TraceBuilder, trees: list[Op], *, pid: int, tid: int, op_start: np.ndarray, launch_start: np.ndarray,
          op_end: np.ndarray, next_start: np.ndarray, ext: np.ndarray, autograd: Autograd | None = None,
-         backward: bool = False) -> None:
+         backward: bool = False) -> np.ndarray:
     """Lay out and add each launching op's tree: the op that launches keeps the phase's
     External id and ends where the flat op ended; the others get their own. A backward GEMM's
-    two launches (data and weight gradients) share one evaluate_function and node."""
-    rows: list[list] = []  # [op, start, end, launch ext or -1, seq or None]
+    two launches (data and weight gradients) share one evaluate_function and node; an FA3
+    backward node's launches all sit in its one flash_attn_3::bwd. In backward, a tree that is
+    not a backward node is a forward op rerun by activation checkpointing (Autograd.recompute).
+    Returns each launch's External id (a launch inside an earlier launch's op takes that op's)."""
+    ext = np.array(ext, copy=True)
+    rows: list[list] = []  # [op, start, end, launch ext or -1, seq or None, fwd thread id]
     pair_head = None  # rows index of the open pair's evaluate_function
+    fa3_head = None  # rows index of the open FA3 backward node's evaluate_function
     for i, tree in enumerate(trees):
         s, l0, e = int(op_start[i]), int(launch_start[i]), int(op_end[i])
         slack = max(0, int(next_start[i]) - e)
-        gemm_bwd = backward and tree.name[len(EV):] in _GEMM_BACKWARD
+        node = tree.name[len(EV):] if tree.name.startswith(EV) else None
+        gemm_bwd = backward and node in _GEMM_BACKWARD
+        fa3_bwd = backward and node == "FlashAttnFuncBackward" and _path(tree)[-1].name == "flash_attn_3::bwd"
+        if fa3_bwd and fa3_head is not None:  # the same flash_attn_3::bwd call's next kernel
+            chain = rows[fa3_head:fa3_head + len(_path(tree))]
+            ext[i] = chain[-1][3]
+            step = max(1, min(400, slack // 6))
+            for depth, r in enumerate(reversed(chain)):
+                r[2] = max(r[2], e + depth * step)
+            continue
+        fa3_head = len(rows) if fa3_bwd else None
         if gemm_bwd and pair_head is not None and rows[pair_head][0].name == tree.name:
             body = _layout(Op("", children=tree.children[0].children), s, l0, e, slack)[1:]
-            rows.extend([op, a, z, int(ext[i]) if op.launches else -1, None] for op, a, z, _ in body)
+            rows.extend([op, a, z, int(ext[i]) if op.launches else -1, None, 0] for op, a, z, _ in body)
             close = max(r[2] for r in rows[pair_head:])
             rows[pair_head + 1][2] = close + max(1, min(400, slack // 6))
             rows[pair_head][2] = close + 2 * max(1, min(400, slack // 6))
             pair_head = None
             continue
-        seq = None
-        if autograd is not None and any(op.autograd for op in _walk(tree)):
-            seq = (autograd.backward(tree.name[len(EV):], pid, tid, s) if backward
-                   else autograd.forward(tree.name, pid, tid, s))
+        seq, fwd_tid = None, 0
+        if autograd is not None and numbered(tree):
+            if not backward:
+                seq = autograd.forward(tree.name, pid, tid, s)
+            elif node is None:  # recomputed under checkpointing: a forward op on this thread
+                seq = autograd.recompute()
+            else:
+                seq, fwd_tid = autograd.backward(node, pid, tid, s), 1
         pair_head = len(rows) if gemm_bwd else None
-        rows.extend([op, a, z, int(ext[i]) if op.launches else -1, seq if op.autograd else None]
+        rows.extend([op, a, z, int(ext[i]) if op.launches else -1, seq if op.autograd else None, fwd_tid]
                     for op, a, z, _ in _layout(tree, s, l0, e, slack))
     fresh = iter(b.external_ids(sum(1 for r in rows if r[3] < 0)).tolist())
     extras = []
-    for op, _, _, _, seq in rows:
+    for op, _, _, _, seq, fwd_tid in rows:
         args = op.args()
         if seq is not None:
-            args = {**args, "Sequence number": seq, "Fwd thread id": 1 if backward else 0}
+            args = {**args, "Sequence number": seq, "Fwd thread id": fwd_tid}
         extras.append(args or None)
     b.add(Kind.CPU, "cpu_op", [r[0].name for r in rows], pid, tid, [r[1] for r in rows],
           [max(r[2] - r[1], 1) for r in rows], ext=[r[3] if r[3] >= 0 else next(fresh) for r in rows], extra=extras)
+    return ext
+
+
+def numbered(tree: Op) -> bool:
+    """Whether the tree makes (forward) or is (backward) an autograd node: it takes a sequence number."""
+    return any(op.autograd for op in _walk(tree))
 
 
 def _walk(op: Op):
