@@ -59,7 +59,12 @@ the pathology are version 1's. 3 (current), every instance one a real job could 
   with its own grid), its functor in the params' dtype (bf16), not 4 float-functor launches;
 - the op tree torch.profiler records around each launch (aten::linear > aten::matmul >
   aten::mm, evaluate_function > MmBackward0 > two mm, Input Dims, sequence numbers and
-  fwdbwd flows), with per-launch grids (app/trace/optree.py).
+  fwdbwd flows), with per-launch grids (app/trace/optree.py). FA3's ops are its package's
+  (FlashAttnFunc > flash_attn_3::_flash_attn_forward > flash_attn_3::fwd; one backward node's
+  flash_attn_3::bwd launches all its kernels); the recomputed forward ops are numbered from the
+  autograd thread's own counter as forward ops, without flows (optree.Autograd.recompute);
+- an override that does not fit even fully checkpointed is refused before any build work,
+  naming the figure (Params.refusal; app/scenario.py apply_overrides).
 Versions 1 and 2 are still built for what was made with them.
 
 The fixed build (version 3, `fixed=True`; `tracedojo generate ddp --fixed`): the same

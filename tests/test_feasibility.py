@@ -1,6 +1,12 @@
 """The memory model the feasibility gates use (app/feasibility.py), against figures worked by hand."""
 
+import re
+
+import pytest
+
+import scenarios
 from app import feasibility, physics
+from app.scenario import InstanceError, _version
 
 H100 = physics.GPUS["H100"]
 
@@ -29,13 +35,6 @@ def test_sharding_divides_what_each_stage_shards():
 
 
 # -- explicit overrides past memory are refused by validation, before any build work ------------
-
-import re  # noqa: E402
-
-import pytest  # noqa: E402
-
-import scenarios  # noqa: E402
-from app.scenario import InstanceError, _version  # noqa: E402
 
 # Per scenario (its current version, canonical params), an override a real job could not run
 # because it does not fit in its GPU's memory, and one that fits.

@@ -300,6 +300,6 @@ def test_a_param_override_past_memory_is_a_400_with_the_figure(client, path):
     r = client.get(path + "?model_params_b=70")
     assert r.status_code == 400
     err = r.json()["error"] if r.headers["content-type"].startswith("application/json") else r.text
-    assert "needs" in err and "GB of the H100's" in err and "bf16 params" in err
+    assert "needs" in err and "GB of the H100's" in err and "bf16 params" in err and "\n" not in err
     ok = client.get("/scenarios/ddp/canonical/key.json?model_params_b=4")
     assert ok.status_code == 200 and ok.json()["params"]["model_params_b"] == 4
