@@ -11,7 +11,8 @@ import pytest
 
 import scenarios
 from app.scenario import observation
-from app.trace import kineto
+from app.trace import kineto, optree
+from scenarios.dataloader import MODELS
 from tests import kineto_reader
 
 SCN = scenarios.get("dataloader")
@@ -250,3 +251,82 @@ def test_ops_nest_as_a_profiler_writes_them(seed):
                 stack.pop()
             assert not stack or z <= stack[-1] + 1e-3, f"a span crosses its parent's end on thread {tid}"
             stack.append(z)
+
+
+def _within(outer, e):
+    return e["tid"] == outer["tid"] and outer["ts"] <= e["ts"] and e["ts"] + e["dur"] <= outer["ts"] + outer["dur"] + 1e-3
+
+
+@pytest.mark.parametrize("seed", ["canonical", 3])
+def test_attention_backward_is_one_sdpa_node_per_layer_with_its_forward_number(seed):
+    """timm's ViT attends through F.scaled_dot_product_attention's flash path: forward records
+    aten::scaled_dot_product_attention > aten::_scaled_dot_product_flash_attention >
+    aten::_flash_attention_forward (pytorch_flash::flash_fwd_kernel); backward runs one
+    ScaledDotProductFlashAttentionBackward0 node per layer (derivatives.yaml: the op's formula is
+    _scaled_dot_product_flash_attention_backward), whose one aten::_flash_attention_backward
+    launches all three pytorch_flash backward kernels, and the node repeats its own layer's
+    forward sequence number, joined to it by a fwdbwd flow (before: three nodes per layer, the
+    second and third taking earlier layers' numbers)."""
+    d = doc(seed)
+    ev = xs(d)
+    ops = sorted((e for e in ev if e["cat"] == "cpu_op"), key=lambda e: e["ts"])
+    launches = [e for e in ev if e["name"] == "cudaLaunchKernel"]
+    kernel_of = {e["args"]["correlation"]: e["name"] for e in ev if e["cat"] == "kernel"}
+    node = optree.EV + "ScaledDotProductFlashAttentionBackward0"
+    fwd = [e for e in ops if e["name"] == "aten::scaled_dot_product_attention"]
+    bwd = [e for e in ops if e["name"] == node]
+    layers = MODELS[inst(seed).params.model]["layers"]
+    steps = inst(seed).params.steps
+    assert len(fwd) == len(bwd) == layers * steps
+    assert not [e for e in ops if "FlashAttnFunc" in e["name"] or e["name"].startswith("flash_attn::")]
+    for f in fwd:
+        (flash,) = [e for e in ops if e["name"] == "aten::_scaled_dot_product_flash_attention" and _within(f, e)]
+        assert flash["args"]["Sequence number"] == f["args"]["Sequence number"]
+        (inner,) = [e for e in ops if e["name"] == "aten::_flash_attention_forward" and _within(flash, e)]
+        (launch,) = [e for e in launches if _within(inner, e)]
+        assert kernel_of[launch["args"]["correlation"]].startswith("void pytorch_flash::flash_fwd_kernel<")
+    for n in bwd:
+        (body,) = [e for e in ops if e["name"] == "aten::_flash_attention_backward" and _within(n, e)]
+        inside = [kernel_of[e["args"]["correlation"]] for e in launches if _within(body, e)]
+        assert [k.split("<")[0] for k in inside] == [
+            "void pytorch_flash::flash_bwd_dot_do_o_kernel",
+            "void pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel",
+            "void pytorch_flash::flash_bwd_convert_dq_kernel"]
+        assert {e["args"]["External id"] for e in launches if _within(body, e)} == {body["args"]["External id"]}
+    # each step's nodes take back that step's forward numbers, last layer first
+    for s in range(steps):
+        f_seq = [e["args"]["Sequence number"] for e in fwd[s * layers:(s + 1) * layers]]
+        b_seq = [e["args"]["Sequence number"] for e in bwd[s * layers:(s + 1) * layers]]
+        assert b_seq == f_seq[::-1]
+        assert all(e["args"]["Fwd thread id"] == 1 for e in bwd[s * layers:(s + 1) * layers])
+    # and every fwdbwd flow into a node starts at the forward op with the same number
+    flows = [e for e in d["traceEvents"] if e.get("cat") == "fwdbwd"]
+    start = {e["id"]: e for e in flows if e["ph"] == "s"}
+    by_seq = {e["args"]["Sequence number"]: e for e in fwd}
+    into = {(e["tid"], e["ts"]): e for e in flows if e["ph"] == "f"}
+    for n in bwd:
+        f = into[(n["tid"], n["ts"])]
+        src = by_seq[n["args"]["Sequence number"]]
+        assert (start[f["id"]]["tid"], start[f["id"]]["ts"]) == (src["tid"], src["ts"])
+
+
+@pytest.mark.parametrize("seed", ["canonical", 3])
+def test_every_backward_node_mirrors_one_forward_op(seed):
+    """No two backward nodes share a sequence number (a GEMM's two launches sit in one node),
+    a node numbered like a forward op is that op's backward, and a node whose forward op the
+    trace shows is numbered like one (before: two of each layer's three attention nodes took
+    earlier layers' numbers, and the rest fresh ones)."""
+    d = doc(seed)
+    ops = [e for e in xs(d) if e["cat"] == "cpu_op" and "Sequence number" in e["args"]]
+    fwd = {}
+    for e in sorted(ops, key=lambda e: (e["ts"], -e["dur"])):
+        if e["args"]["Fwd thread id"] == 0:
+            fwd.setdefault(e["args"]["Sequence number"], e["name"])  # the tree's root
+    nodes = [e for e in ops if e["name"].startswith(optree.EV)]
+    seqs = [e["args"]["Sequence number"] for e in nodes]
+    assert len(seqs) == len(set(seqs))
+    for e in nodes:
+        mirrored = fwd.get(e["args"]["Sequence number"])
+        want = optree._FORWARD_OF.get(e["name"][len(optree.EV):])
+        assert mirrored is None or mirrored == want, (e["name"], mirrored)
+        assert mirrored is not None or want not in fwd.values(), e["name"]
