@@ -9,7 +9,7 @@ kernel mix keeps its shape while the phase keeps its total.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -184,6 +184,33 @@ def transformer_layer(arch: str, tokens: int, seq: int, hidden: int, ffn: int, k
     gemm_bwd("MmBackward0", t, qkv_n, h)
     norm_bwd()
     return specs
+
+
+def sdpa_flash(specs: list[KernelSpec]) -> list[KernelSpec]:
+    """The same kernels with attention through F.scaled_dot_product_attention's flash backend
+    (timm's fused_attn, HF's sdpa) instead of the flash_attn package: PyTorch vendors
+    FlashAttention-2 in aten/src/ATen/native/transformers/cuda/flash_attn under namespace
+    pytorch_flash, so the kernels are FA2's under that namespace (a profile reads `void
+    pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<...>, ...>(pytorch_flash::Flash_fwd_params)`),
+    launched by aten::scaled_dot_product_attention in forward and by the layer's one
+    ScaledDotProductFlashAttentionBackward0 node in backward (app/trace/optree.py)."""
+    out = []
+    for s in specs:
+        if s.op == "FlashAttnFunc":
+            s = replace(s, op=SDPA_FORWARD, kernel=_pytorch_flash(s.kernel))
+        elif s.op.endswith(": FlashAttnFuncBackward"):
+            s = replace(s, op=s.op[:-len("FlashAttnFuncBackward")] + SDPA_BACKWARD, kernel=_pytorch_flash(s.kernel))
+        out.append(s)
+    return out
+
+
+SDPA_FORWARD, SDPA_BACKWARD = "aten::scaled_dot_product_attention", "ScaledDotProductFlashAttentionBackward0"
+
+
+def _pytorch_flash(kernel: str) -> str:
+    if kernel not in FLASH.values():
+        raise ValueError(f"not a FlashAttention-2 kernel: {kernel[:60]}")
+    return kernel.replace("flash::", "pytorch_flash::")
 
 
 EFFICIENCY = {"gemm": (0.70, 0.85), "attn": (0.55, 0.80), "ew": (1.0, 0.70)}  # (compute, memory) share of peak

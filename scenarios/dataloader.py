@@ -292,6 +292,8 @@ def _specs(p: Params, gpu: physics.Gpu, v: dict):
     layer_f = workload.transformer_layer(gpu.arch, T, seq, h, v["ffn"], h, norm="ln", act="gelu", causal=False)
     layer_b = workload.transformer_layer(gpu.arch, T, seq, h, v["ffn"], h, norm="ln", act="gelu", causal=False,
                                          backward=True)
+    if building() >= 2:  # timm's Attention calls F.scaled_dot_product_attention (fused_attn): its flash backend
+        layer_f, layer_b = workload.sdpa_flash(layer_f), workload.sdpa_flash(layer_b)
     fwd = [workload._ew("aten::copy_", "copy", pix, 1, 1, 4),  # autocast: fp32 batch -> bf16
            workload.KernelSpec("aten::cudnn_convolution", NCHW2NHWC, float(pix), 4.0 * pix,
                                KernelInfo(grid=(max(1, pix // 1024), 1, 1), block=(256, 1, 1)), "ew"),

@@ -92,6 +92,31 @@ def _fa3(kernel: str) -> bool:
     return kernel.startswith("void cutlass::device_kernel<flash::")
 
 
+# F.scaled_dot_product_attention's flash backend (PyTorch 2.x, CUDA): the composite
+# aten::scaled_dot_product_attention picks the backend and calls
+# aten::_scaled_dot_product_flash_attention, the op with the derivative (tools/autograd/
+# derivatives.yaml: query, key, value from _scaled_dot_product_flash_attention_backward, so its
+# node is ScaledDotProductFlashAttentionBackward0); its CUDA kernel
+# (transformers/cuda/attention.cu) transposes q, k, v to [B, N, heads, D], calls
+# aten::_flash_attention_forward, which launches pytorch_flash::flash_fwd_kernel, and transposes
+# the output back. Backward (attention_backward.cu) transposes grad_out, q, k, v and out, and its
+# one aten::_flash_attention_backward call launches the dot(dO, O), dQ/dK/dV and convert-dQ
+# kernels (pytorch_flash::mha_bwd).
+SDPA_FORWARD, SDPA_BACKWARD = "aten::scaled_dot_product_attention", "ScaledDotProductFlashAttentionBackward0"
+
+# Backward nodes whose one call launches several kernels: (node, the op that launches them).
+# A tree per kernel comes in; emit folds a node's later kernels into its first tree's op.
+_ONE_CALL_BACKWARD = {("FlashAttnFuncBackward", "flash_attn_3::bwd"),
+                      (SDPA_BACKWARD, "aten::_flash_attention_backward")}
+_ONE_CALL_NODES = {n for n, _ in _ONE_CALL_BACKWARD}
+
+
+def _transpose(d: list) -> Op:
+    """`.transpose(1, 2)`: a view, no kernel, no node (under the op's autograd kernel)."""
+    return Op("aten::transpose", [d, [], []], [BF16, "Scalar", "Scalar"], children=[
+        Op("aten::as_strided", [d, [], [], []], [BF16, "ScalarList", "ScalarList", ""])])
+
+
 def tree_for(spec, widths: tuple[int, ...] = ()) -> Op:
     """The tree of ops around one launching op (a KernelSpec from app/workload.py). A step
     launches the same few hundred specs every layer and step: each tree is made once and
@@ -115,6 +140,15 @@ def _tree(op: str, kernel: str, flops: float, shape: tuple | None, widths: tuple
             return Op(op, autograd=True, children=[Op(node, [d], [BF16], autograd=True, children=[
                 Op(FA3_BACKWARD, [d] * 6, [BF16] * 5 + [F32], children=[
                     Op("flash_attn_3::bwd", [d] * 6, [BF16] * 5 + [F32], launches=True)])])])
+        if node == SDPA_BACKWARD:
+            d = _rows(int(spec.flops) or 1, widths)
+            return Op(op, autograd=True, children=[Op(node, [d], [BF16], autograd=True, children=[
+                Op("aten::_scaled_dot_product_flash_attention_backward", [d] * 6 + [[]] * 9,
+                   [BF16] * 5 + [F32] + ["", "", "Scalar", "Scalar", "Scalar", "Scalar", "", "", "Scalar"], children=[
+                       *[_transpose(d)] * 5,
+                       Op("aten::_flash_attention_backward", [d] * 6 + [[]] * 9,
+                          [BF16] * 5 + [F32] + ["", "", "Scalar", "Scalar", "Scalar", "Scalar", "", "", "Scalar"],
+                          launches=True)])])])
         aten = _BACKWARD_ATEN.get(node)
         if aten is None:
             return Op(op, None, launches=True)
@@ -156,6 +190,16 @@ def _tree(op: str, kernel: str, flops: float, shape: tuple | None, widths: tuple
     if op == "aten::_log_softmax":
         return Op("aten::log_softmax", [d, [], []], [F32, "Scalar", ""], autograd=True, children=[
             Op(op, [d, [], []], [F32, "Scalar", "Scalar"], launches=True)])
+    if op == SDPA_FORWARD:
+        return Op(op, [d, d, d, [], [], [], [], []], [BF16] * 3 + ["", "Scalar", "Scalar", "", "Scalar"],
+                  autograd=True, children=[
+                      Op("aten::_scaled_dot_product_flash_attention", [d, d, d, [], [], [], []],
+                         [BF16] * 3 + ["Scalar", "Scalar", "Scalar", ""], autograd=True, children=[
+                             *[_transpose(d)] * 3,
+                             Op("aten::_flash_attention_forward", [d, d, d] + [[]] * 8,
+                                [BF16] * 3 + ["", "", "Scalar", "Scalar", "Scalar", "Scalar", "Scalar", ""],
+                                launches=True),
+                             _transpose(d)])])
     if op == "FlashAttnFunc":
         if _fa3(kernel):
             return Op("FlashAttnFunc", autograd=True, children=[
@@ -174,7 +218,7 @@ _FORWARD_OF = {"MmBackward0": "aten::linear", "AddmmBackward0": "aten::linear", 
                "MeanBackward1": "aten::mean", "PowBackward0": "aten::pow", "NegBackward0": "aten::neg",
                "CatBackward0": "aten::cat", "GeluBackward0": "aten::gelu", "EmbeddingBackward0": "aten::embedding",
                "LogSoftmaxBackward0": "aten::log_softmax", "NativeLayerNormBackward0": "aten::layer_norm",
-               "FlashAttnFuncBackward": "FlashAttnFunc"}
+               "FlashAttnFuncBackward": "FlashAttnFunc", SDPA_BACKWARD: SDPA_FORWARD}
 
 
 class _Spec(NamedTuple):  # what of a KernelSpec its tree depends on (KernelSpec itself is unhashable)
@@ -235,27 +279,29 @@ def emit(b: TraceBuilder, trees: list[Op], *, pid: int, tid: int, op_start: np.n
     """Lay out and add each launching op's tree: the op that launches keeps the phase's
     External id and ends where the flat op ended; the others get their own. A backward GEMM's
     two launches (data and weight gradients) share one evaluate_function and node; an FA3
-    backward node's launches all sit in its one flash_attn_3::bwd. In backward, a tree that is
+    backward node's launches all sit in its one flash_attn_3::bwd, an SDPA flash node's in its
+    one aten::_flash_attention_backward (_ONE_CALL_BACKWARD). In backward, a tree that is
     not a backward node is a forward op rerun by activation checkpointing (Autograd.recompute).
     Returns each launch's External id (a launch inside an earlier launch's op takes that op's)."""
     ext = np.array(ext, copy=True)
     rows: list[list] = []  # [op, start, end, launch ext or -1, seq or None, fwd thread id]
     pair_head = None  # rows index of the open pair's evaluate_function
-    fa3_head = None  # rows index of the open FA3 backward node's evaluate_function
+    one_call = None  # rows indices of the open one-call backward node's path (evaluate_function first)
     for i, tree in enumerate(trees):
         s, l0, e = int(op_start[i]), int(launch_start[i]), int(op_end[i])
         slack = max(0, int(next_start[i]) - e)
         node = tree.name[len(EV):] if tree.name.startswith(EV) else None
         gemm_bwd = backward and node in _GEMM_BACKWARD
-        fa3_bwd = backward and node == "FlashAttnFuncBackward" and _path(tree)[-1].name == "flash_attn_3::bwd"
-        if fa3_bwd and fa3_head is not None:  # the same flash_attn_3::bwd call's next kernel
-            chain = rows[fa3_head:fa3_head + len(_path(tree))]
+        path = _path(tree) if backward and node in _ONE_CALL_NODES else None
+        fused = path is not None and (node, path[-1].name) in _ONE_CALL_BACKWARD
+        if fused and one_call is not None:  # the same call's next kernel (flash_attn_3::bwd, _flash_attention_backward)
+            chain = [rows[j] for j in one_call]
             ext[i] = chain[-1][3]
             step = max(1, min(400, slack // 6))
             for depth, r in enumerate(reversed(chain)):
                 r[2] = max(r[2], e + depth * step)
             continue
-        fa3_head = len(rows) if fa3_bwd else None
+        one_call = None
         if gemm_bwd and pair_head is not None and rows[pair_head][0].name == tree.name:
             body = _layout(Op("", children=tree.children[0].children), s, l0, e, slack)[1:]
             rows.extend([op, a, z, int(ext[i]) if op.launches else -1, None, 0] for op, a, z, _ in body)
@@ -273,8 +319,11 @@ def emit(b: TraceBuilder, trees: list[Op], *, pid: int, tid: int, op_start: np.n
             else:
                 seq, fwd_tid = autograd.backward(node, pid, tid, s), 1
         pair_head = len(rows) if gemm_bwd else None
+        laid = _layout(tree, s, l0, e, slack)
+        if fused:  # the path's rows, the views beside it left out
+            one_call = [len(rows) + j for j, (op, _, _, _) in enumerate(laid) if any(op is p for p in path)]
         rows.extend([op, a, z, int(ext[i]) if op.launches else -1, seq if op.autograd else None, fwd_tid]
-                    for op, a, z, _ in _layout(tree, s, l0, e, slack))
+                    for op, a, z, _ in laid)
     fresh = iter(b.external_ids(sum(1 for r in rows if r[3] < 0)).tolist())
     extras = []
     for op, _, _, _, seq, fwd_tid in rows:
