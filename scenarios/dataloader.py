@@ -84,6 +84,13 @@ Versions: 1, first model. 2 (current), from issue 13's expert review and the fid
   sequence numbers carried from forward to backward with fwdbwd flows, and each kernel
   with the grid its own shape needs; DDP's AccumulateGrad hooks start ~20 µs after their
   gradient's node closes (the autograd engine's time), so the trees and hooks nest;
+- attention as timm's ViT runs it, through F.scaled_dot_product_attention's flash backend
+  (PyTorch's vendored FlashAttention-2, pytorch_flash:: kernels), not the flash_attn package:
+  forward aten::scaled_dot_product_attention > aten::_scaled_dot_product_flash_attention >
+  aten::_flash_attention_forward; backward one ScaledDotProductFlashAttentionBackward0 node per
+  layer, whose one aten::_flash_attention_backward launches the three backward kernels, with
+  that layer's forward sequence number (it had been three FlashAttnFuncBackward nodes a layer,
+  two of them taking earlier layers' numbers);
 - torch.profiler records only the process it runs in: the pt_data_worker rows of
   version 1 (each worker's __getitem__ and PIL decode on a thread of the main process)
   are gone from the export; the workers are processes of their own, shown with their
