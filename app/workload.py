@@ -186,6 +186,11 @@ def transformer_layer(arch: str, tokens: int, seq: int, hidden: int, ffn: int, k
     return specs
 
 
+# F.scaled_dot_product_attention's flash backend: the op that launches its forward kernel and its
+# backward node (app/trace/optree.py lays out the ops between).
+SDPA_FORWARD, SDPA_BACKWARD = "aten::scaled_dot_product_attention", "ScaledDotProductFlashAttentionBackward0"
+
+
 def sdpa_flash(specs: list[KernelSpec]) -> list[KernelSpec]:
     """The same kernels with attention through F.scaled_dot_product_attention's flash backend
     (timm's fused_attn, HF's sdpa) instead of the flash_attn package: PyTorch vendors
@@ -202,9 +207,6 @@ def sdpa_flash(specs: list[KernelSpec]) -> list[KernelSpec]:
             s = replace(s, op=s.op[:-len("FlashAttnFuncBackward")] + SDPA_BACKWARD, kernel=_pytorch_flash(s.kernel))
         out.append(s)
     return out
-
-
-SDPA_FORWARD, SDPA_BACKWARD = "aten::scaled_dot_product_attention", "ScaledDotProductFlashAttentionBackward0"
 
 
 def _pytorch_flash(kernel: str) -> str:

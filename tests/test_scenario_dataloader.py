@@ -254,7 +254,9 @@ def test_ops_nest_as_a_profiler_writes_them(seed):
 
 
 def _within(outer, e):
-    return e["tid"] == outer["tid"] and outer["ts"] <= e["ts"] and e["ts"] + e["dur"] <= outer["ts"] + outer["dur"] + 1e-3
+    """e runs inside outer on its thread."""
+    return (e["tid"] == outer["tid"] and outer["ts"] <= e["ts"]
+            and e["ts"] + e["dur"] <= outer["ts"] + outer["dur"] + 1e-3)
 
 
 @pytest.mark.parametrize("seed", ["canonical", 3])

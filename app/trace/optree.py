@@ -28,6 +28,7 @@ from typing import NamedTuple
 import numpy as np
 
 from app.trace.builder import Kind, TraceBuilder
+from app.workload import SDPA_BACKWARD, SDPA_FORWARD
 
 EV = "autograd::engine::evaluate_function: "
 BF16, F32 = "c10::BFloat16", "float"
@@ -101,8 +102,7 @@ def _fa3(kernel: str) -> bool:
 # aten::_flash_attention_forward, which launches pytorch_flash::flash_fwd_kernel, and transposes
 # the output back. Backward (attention_backward.cu) transposes grad_out, q, k, v and out, and its
 # one aten::_flash_attention_backward call launches the dot(dO, O), dQ/dK/dV and convert-dQ
-# kernels (pytorch_flash::mha_bwd).
-SDPA_FORWARD, SDPA_BACKWARD = "aten::scaled_dot_product_attention", "ScaledDotProductFlashAttentionBackward0"
+# kernels (pytorch_flash::mha_bwd). The names: app/workload.py (SDPA_FORWARD, SDPA_BACKWARD).
 
 # Backward nodes whose one call launches several kernels: (node, the op that launches them).
 # A tree per kernel comes in; emit folds a node's later kernels into its first tree's op.
