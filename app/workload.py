@@ -191,28 +191,57 @@ def transformer_layer(arch: str, tokens: int, seq: int, hidden: int, ffn: int, k
 SDPA_FORWARD, SDPA_BACKWARD = "aten::scaled_dot_product_attention", "ScaledDotProductFlashAttentionBackward0"
 
 
-def sdpa_flash(specs: list[KernelSpec]) -> list[KernelSpec]:
+def sdpa_flash(specs: list[KernelSpec], head_dim: int = 128, causal: bool = True, seq: int = 0) -> list[KernelSpec]:
     """The same kernels with attention through F.scaled_dot_product_attention's flash backend
     (timm's fused_attn, HF's sdpa) instead of the flash_attn package: PyTorch vendors
     FlashAttention-2 in aten/src/ATen/native/transformers/cuda/flash_attn under namespace
     pytorch_flash, so the kernels are FA2's under that namespace (a profile reads `void
     pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<...>, ...>(pytorch_flash::Flash_fwd_params)`),
     launched by aten::scaled_dot_product_attention in forward and by the layer's one
-    ScaledDotProductFlashAttentionBackward0 node in backward (app/trace/optree.py)."""
+    ScaledDotProductFlashAttentionBackward0 node in backward (app/trace/optree.py). The
+    template arguments follow the call: the tile FA2 picks for the head dimension, and
+    Is_causal / Is_even_MN from the mask and the sequence (a ViT's 197 tokens are not a
+    multiple of its 128-row tile)."""
     out = []
     for s in specs:
         if s.op == "FlashAttnFunc":
-            s = replace(s, op=SDPA_FORWARD, kernel=_pytorch_flash(s.kernel))
+            s = replace(s, op=SDPA_FORWARD, kernel=_pytorch_flash(s.kernel, head_dim, causal, seq))
         elif s.op.endswith(": FlashAttnFuncBackward"):
-            s = replace(s, op=s.op[:-len("FlashAttnFuncBackward")] + SDPA_BACKWARD, kernel=_pytorch_flash(s.kernel))
+            s = replace(s, op=s.op[:-len("FlashAttnFuncBackward")] + SDPA_BACKWARD,
+                        kernel=_pytorch_flash(s.kernel, head_dim, causal, seq))
         out.append(s)
     return out
 
 
-def _pytorch_flash(kernel: str) -> str:
+# FlashAttention-2's tiles on A100/H100 (>= 144 KB of shared memory per block), no dropout, by
+# the head dimension it rounds up to (flash_fwd_launch_template.h, flash_bwd_launch_template.h):
+# forward (kBlockM, kBlockN, kNWarps); backward (kBlockM, kBlockN, kNWarps, AtomLayoutMSdP,
+# AtomLayoutNdKV, AtomLayoutMdQ, Is_V_in_regs).
+_FA2_TILES = {64: ("128, 128, 4", "128, 128, 8, 4, 4, 4, false"),
+              96: ("128, 64, 4", "64, 128, 8, 2, 4, 4, true"),
+              128: ("128, 64, 4", "64, 128, 8, 2, 4, 2, false")}
+
+
+def _pytorch_flash(kernel: str, head_dim: int = 128, causal: bool = True, seq: int = 0) -> str:
     if kernel not in FLASH.values():
         raise ValueError(f"not a FlashAttention-2 kernel: {kernel[:60]}")
-    return kernel.replace("flash::", "pytorch_flash::")
+    hd = next(d for d in sorted(_FA2_TILES) if d >= head_dim)
+    fwd, bwd = _FA2_TILES[hd]
+    bwd_base = ", ".join(bwd.split(", ")[:3])
+    name = (kernel.replace("flash::", "pytorch_flash::")
+            # the derived traits and their Flash_kernel_traits base both name the tile
+            .replace("<128, 128, 64, 4,", f"<{hd}, {fwd},")
+            .replace("<128, 64, 128, 8, 2, 4, 2, false,", f"<{hd}, {bwd},")
+            .replace("Flash_kernel_traits<128, 64, 128, 8,", f"Flash_kernel_traits<{hd}, {bwd_base},"))
+    if name.startswith("void pytorch_flash::flash_fwd_kernel<"):
+        # <Traits, Is_dropout, Is_causal, Is_local, Has_alibi, Is_even_MN, Is_even_K, ...>
+        block_m, block_n = (int(x) for x in fwd.split(", ")[:2])
+        even_mn = not seq or (seq % block_m == 0 and seq % block_n == 0)
+        traits, flags = name.rsplit(" >, ", 1)
+        bools = flags.split(">(")[0].split(", ")
+        bools[1], bools[4] = str(causal).lower(), str(even_mn).lower()
+        name = f"{traits} >, {', '.join(bools)}>(pytorch_flash::Flash_fwd_params)"
+    return name
 
 
 EFFICIENCY = {"gemm": (0.70, 0.85), "attn": (0.55, 0.80), "ew": (1.0, 0.70)}  # (compute, memory) share of peak

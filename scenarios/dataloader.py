@@ -90,7 +90,9 @@ Versions: 1, first model. 2 (current), from issue 13's expert review and the fid
   aten::_flash_attention_forward; backward one ScaledDotProductFlashAttentionBackward0 node per
   layer, whose one aten::_flash_attention_backward launches the three backward kernels, with
   that layer's forward sequence number (it had been three FlashAttnFuncBackward nodes a layer,
-  two of them taking earlier layers' numbers);
+  two of them taking earlier layers' numbers); the kernels' template arguments are the ViT's:
+  bidirectional (Is_causal false), FA2's tile for head dim 64 (ViT-B, ViT-L) or 96 (ViT-H's 80),
+  Is_even_MN false for 1 + (px/patch)^2 tokens;
 - torch.profiler records only the process it runs in: the pt_data_worker rows of
   version 1 (each worker's __getitem__ and PIL decode on a thread of the main process)
   are gone from the export; the workers are processes of their own, shown with their
@@ -135,9 +137,9 @@ from app.scoring.rubric import Rubric
 
 # timm's ViT variants: hidden, depth, MLP width, patch size.
 MODELS = {
-    "ViT-B/16": {"hidden": 768, "layers": 12, "ffn": 3072, "patch": 16},
-    "ViT-L/16": {"hidden": 1024, "layers": 24, "ffn": 4096, "patch": 16},
-    "ViT-H/14": {"hidden": 1280, "layers": 32, "ffn": 5120, "patch": 14},
+    "ViT-B/16": {"hidden": 768, "layers": 12, "ffn": 3072, "patch": 16, "heads": 12},
+    "ViT-L/16": {"hidden": 1024, "layers": 24, "ffn": 4096, "patch": 16, "heads": 16},
+    "ViT-H/14": {"hidden": 1280, "layers": 32, "ffn": 5120, "patch": 14, "heads": 16},
 }
 CLASSES = 1000  # ImageNet-1k head
 FP32 = physics.FP32_BYTES
@@ -300,7 +302,9 @@ def _specs(p: Params, gpu: physics.Gpu, v: dict):
     layer_b = workload.transformer_layer(gpu.arch, T, seq, h, v["ffn"], h, norm="ln", act="gelu", causal=False,
                                          backward=True)
     if building() >= 2:  # timm's Attention calls F.scaled_dot_product_attention (fused_attn): its flash backend
-        layer_f, layer_b = workload.sdpa_flash(layer_f), workload.sdpa_flash(layer_b)
+        # bidirectional attention, head dim 64 (ViT-B, ViT-L) or 80 (ViT-H), 1 + (px/patch)^2 tokens
+        call = {"head_dim": h // v["heads"], "causal": False, "seq": seq}
+        layer_f, layer_b = workload.sdpa_flash(layer_f, **call), workload.sdpa_flash(layer_b, **call)
     fwd = [workload._ew("aten::copy_", "copy", pix, 1, 1, 4),  # autocast: fp32 batch -> bf16
            workload.KernelSpec("aten::cudnn_convolution", NCHW2NHWC, float(pix), 4.0 * pix,
                                KernelInfo(grid=(max(1, pix // 1024), 1, 1), block=(256, 1, 1)), "ew"),

@@ -332,3 +332,17 @@ def test_every_backward_node_mirrors_one_forward_op(seed):
         want = optree._FORWARD_OF.get(e["name"][len(optree.EV):])
         assert mirrored is None or mirrored == want, (e["name"], mirrored)
         assert mirrored is not None or want not in fwd.values(), e["name"]
+
+
+@pytest.mark.parametrize("seed", ["canonical", 3])
+def test_vit_attention_kernels_follow_its_heads_and_mask(seed):
+    """A ViT's attention is bidirectional with head dim 64 (ViT-B, ViT-L) or 80 (ViT-H, FA2's
+    96 tile): version 2 named the causal head-dim-128 kernels an LLM launches."""
+    inst = scenarios.get("dataloader").instance(seed)
+    hd = {"ViT-B/16": 64, "ViT-L/16": 64, "ViT-H/14": 96}[inst.params.model]
+    names = {n for n in inst.trace(0).names if n.startswith("void pytorch_flash::")}
+    assert names and all(f"_kernel_traits<{hd}, " in n for n in names), names
+    fwd = next(n for n in names if n.startswith("void pytorch_flash::flash_fwd_kernel<"))
+    flags = fwd.rsplit(" >, ", 1)[1].split(">(")[0].split(", ")
+    assert flags[1] == "false"  # Is_causal
+    assert flags[4] == "false"  # Is_even_MN: 1 + (px/patch)^2 tokens is no multiple of the 128-row tile
