@@ -119,7 +119,7 @@ Version 2 (what the numbers above become; version 1 keeps them, byte for byte):
   p10-p50, its ops touched, its launches onto an idle GPU started exactly 3 µs later. So the
   stream idles ~10% of the micro-step, not 3%: ~2,700 kernels each followed by the 1-20 µs
   gap real streams show (median ~1.2 µs, 22% waited on), plus the step-boundary hole. The
-  read is unchanged: the gaps are spread, not a hole, and the CPU is ahead (median ~13 ms).
+  read is unchanged: the gaps are spread, not a hole, and the CPU is ahead (~8-30 ms, median ~24).
   kernel_gap_us is version 1's only; op_overhead_us is the dispatcher's time before a launch
   (2-3.5 µs in version 2's draws, the Python between ops drawn on its own). Draws keep the
   forward's mean kernel 20% above the host's time per op (else the forward is launch-bound)
@@ -128,6 +128,25 @@ Version 2 (what the numbers above become; version 1 keeps them, byte for byte):
   often wait 20-50 µs behind a running GEMM; 3 of 20 such seeds (35, 86, 179 of 0-199) put the
   launch-delay p90 above the real traces' bound (fidelity.py). 13-14B seeds and the canonical
   sit inside every bound.
+- The op tree a real eager trace has (app/trace/optree.py; version 2 was first built flat, one
+  cpu_op per launch): each launch inside its ops, `aten::linear` > `aten::t` (views, no kernel)
+  and `aten::matmul` > `aten::view`, `aten::mm`, `aten::_unsafe_view`; backward's
+  `autograd::engine::evaluate_function: MmBackward0` > `MmBackward0` > the views and the two
+  `aten::mm`; record_shapes (the skinny GEMM's `aten::mm` reads [[seq, h], [h, h]]), Record
+  function id, Ev Idx, each node's Sequence number taken back from its forward op with a fwdbwd
+  flow (~3.9 ops per launch; real eager traces 2.0-5.3). DeepSpeed's own host ops on the autograd
+  thread: after each weight's gradient node its `AccumulateGrad` (> `aten::detach` > `detach`, the
+  gradient stolen: DeepSpeed set param.grad to None after the last reduce) holding DeepSpeed's
+  hook, and in the hook where a bucket fills, the stream wait and per partition
+  `grad_slice = tensor.narrow(...)` (`aten::narrow` > `aten::slice` > `aten::as_strided`) then
+  `c10d::reduce_` > `record_param_comms` with the Input Dims torch writes. The autograd thread's
+  time between nodes is the engine's (p50 15 µs, as on the real traces' autograd thread), the hook
+  ~20 µs a weight. The tree only adds ops inside the CPU time each flat op had (OP_TREE off
+  builds the same kernels). Left out, known: average_tensor's `tensor.div_` before the reduces
+  and, with contiguous_gradients, each gradient's `copy_` into the bucket buffer (a DtoD copy
+  kernel per weight, ~20 ms of HBM traffic per 13B micro-step the model does not carry); no
+  optimizer step, as the profiled micro-steps lie inside the accumulation window (DeepSpeed's
+  step() does nothing there).
 
 The trace after the fix (version 2, `fixed()`): the same instance at micro-batch 4 (M = 4 x
 seq, accumulation / 4, the same global batch): the same kernels, each at its 4 x seq time (the
@@ -136,7 +155,7 @@ large-tile Hopper kernel; the same reduces per micro-step, now under a 4x longer
 per seq-token equivalent (the micro-step / 4) lands within ~0.1% of the key's expected step.
 
 Versions: 1, first model. 2, the real models, memory, world sizes, Hopper names, DeepSpeed's
-reduces and measured host timing above, and the fixed build.
+reduces and measured host timing above, the op tree and DeepSpeed's host ops, and the fixed build.
 """
 
 from __future__ import annotations
@@ -151,9 +170,10 @@ from pydantic import model_validator
 from app import feasibility, hosttime, physics, training, workload
 from app.scenario import (Built, Hint, InstanceError, Scenario, ScenarioParams, building, fixed, gpu_clock_report,
                           make_key, new_builder, obs, param)
-from app.trace import intervals
+from app.trace import intervals, optree
 from app.trace.builder import Kind, KernelInfo, TraceBuilder
 from app.trace.emit import Launched, cpu_span, launch_phase, memcpy
+from app.trace.optree import BF16
 from app.trace.schedule import in_order
 from app.scoring.rubric import Rubric
 
@@ -561,13 +581,15 @@ class _Recipe:
 def _phase(b: TraceBuilder, *, pid: int, tid: int, stream: int, ops: np.ndarray, kernels: np.ndarray,
            dur_ns: np.ndarray, cpu_t0: int, gpu_t0: int, overhead: np.ndarray, launch: np.ndarray,
            gap: np.ndarray | int, free_after: np.ndarray | None = None,
-           pending: np.ndarray | None = None, latency: np.ndarray | int = 3_000) -> Launched:
+           pending: np.ndarray | None = None, latency: np.ndarray | int = 3_000, **tree) -> Launched:
     """launch_phase with CPU time left free after chosen ops (`free_after`, ns: the thread
-    launches ZeRO-2's reduce-scatters there; version 2 also the Python between ops)."""
+    launches ZeRO-2's reduce-scatters there; version 2 also the Python between ops). `tree`
+    (version 2): each launch's op tree, its autograd numbering, the pass and the room its closes
+    may take (launch_phase's tree, autograd, backward, tree_room_ns)."""
     done = launch_phase(b, host_pid=pid, cpu_tid=tid, gpu_pid=0, stream=stream, op_names=ops, kernel_names=kernels,
                         kernel_dur_ns=dur_ns, cpu_t0=cpu_t0, gpu_t0=gpu_t0, op_overhead_ns=overhead,
                         launch_ns=launch, gpu_gap_ns=gap, free_after_ns=free_after, pending_kernel_start=pending,
-                        launch_latency_ns=latency)
+                        launch_latency_ns=latency, **tree)
     return done
 
 
@@ -581,12 +603,13 @@ def _overheads(rng: np.random.Generator, n: int, mean_us: float, timing: hosttim
     return overhead, timing.launch_calls_ns(rng, n, mean_us=LAUNCH_MEAN_US)
 
 
-def _host_v2(rng: np.random.Generator, timing: hosttime.HostTiming, n: int) -> dict:
+def _host_v2(rng: np.random.Generator, timing: hosttime.HostTiming, n: int, median_us: float | None = None) -> dict:
     """Version 2's per-launch host timing: the kernel's start after its launch returns (idle
     GPU), and the Python and dispatcher time between one op's end and the next op's start
-    (never zero on a real thread)."""
+    (never zero on a real thread; `median_us`: the autograd engine's, on the backward thread)."""
     return {"latency": timing.launch_latency_ns(rng, n),
-            "between": hosttime._lognormal_ns(rng, n, BETWEEN_FLOOR_US, BETWEEN_MEDIAN_US, BETWEEN_SIGMA, 1_000.0)}
+            "between": hosttime._lognormal_ns(rng, n, BETWEEN_FLOOR_US, median_us or BETWEEN_MEDIAN_US, BETWEEN_SIGMA,
+                                              1_000.0)}
 
 
 def _last_copy_start(b: TraceBuilder) -> int:
@@ -605,6 +628,38 @@ MEAN_GAP_US = 2.6  # hosttime.MEASURED_2's mean gap between back-to-back kernels
 CPU_MARGIN = 1.2  # version 2 draws: the forward's mean kernel over the host's time per op
 COMM_SHARE = 0.9  # version 2 draws: the gradient reduce over the GPU's micro-step
 COMM_CPU_NS = 115_000  # c10d::_reduce_scatter_base_ and what it nests, on the autograd thread
+# Version 2's autograd thread: between two nodes the engine's own time (the real traces' autograd
+# thread: p50 15-27 µs with the profiler on, ../shared/fixtures/kineto); after the node that makes a
+# weight's gradient, its AccumulateGrad (the gradient is stolen, no kernel: DeepSpeed left
+# param.grad None after the last reduce) with DeepSpeed's Python hook inside it
+# (reduce_ready_partitions_and_remove_grads: p10 ~13, p50 20 µs), then the engine again.
+ENGINE_MEDIAN_US = 15.0
+HOOK_FLOOR_US, HOOK_MEDIAN_US, HOOK_SIGMA = 8.0, 20.0, 0.35
+HOOK_REDUCE_AT = 0.35  # a full bucket's reduces start this far into the hook (after the AccumulateGrad itself)
+CLOSE_ROOM_NS = 4_500  # a backward node closes within a third of this after its launching op
+OP_TREE = True  # version 2 emits the op tree; tests turn it off to see the flat build's kernels
+
+
+def _weight_shape(gemm_mnk) -> list[int]:
+    """A weight's shape, [out, in], from its gradient GEMM (M, N, K) = (in, out, tokens)."""
+    return [int(gemm_mnk[1]), int(gemm_mnk[0])]
+
+
+def _accumulate_grad(b: TraceBuilder, *, pid: int, tid: int, start: np.ndarray, core: np.ndarray, end: np.ndarray,
+                     shapes: list[list[int]]) -> None:
+    """Each weight's `autograd::engine::evaluate_function: torch::autograd::AccumulateGrad` over
+    [start, end): the node, inside it first the gradient detached into param.grad (as a real eager
+    trace nests them: AccumulateGrad > aten::detach > detach, no kernel), then DeepSpeed's hook
+    (Python, and the bucket's reduces the caller placed) to the end; `core`: the hook's own time."""
+    n = len(start)
+    b.add(Kind.CPU, "cpu_op", optree.EV + "torch::autograd::AccumulateGrad", pid, tid, start, end - start,
+          ext=b.external_ids(n))
+    nest = [("torch::autograd::AccumulateGrad", 0.03, 0.30, None), ("aten::detach", 0.08, 0.25, "dims"),
+            ("detach", 0.12, 0.21, None)]
+    for name, a, z, dims in nest:
+        extra = [{"Input Dims": [w], "Input type": [BF16]} for w in shapes] if dims else None
+        b.add(Kind.CPU, "cpu_op", name, pid, tid, start + (core * a).astype(np.int64),
+              np.maximum((core * (z - a)).astype(np.int64), 1), ext=b.external_ids(n), extra=extra)
 
 
 def _reduce_scatter(b: TraceBuilder, *, pid: int, tid: int, stream: int, world: int, cpu_at: np.ndarray,
@@ -665,12 +720,16 @@ def partition_slices(bucket_elems: np.ndarray, total: int, world: int) -> tuple[
 
 def _reduces_v2(b: TraceBuilder, *, pid: int, tid: int, stream: int, world: int, cpu_at: np.ndarray,
                 gpu_ready: np.ndarray, slices: tuple[np.ndarray, np.ndarray, np.ndarray], dur_ns: np.ndarray,
-                nccl_free: int, rng: np.random.Generator, timing: hosttime.HostTiming) -> np.ndarray:
+                nccl_free: int, rng: np.random.Generator, timing: hosttime.HostTiming,
+                shapes: bool = True) -> tuple[np.ndarray, int]:
     """Version 2's ZeRO-2 gradient reduction, as DeepSpeed 0.12.3 issues it with overlap_comm:
     per bucket, the reduction stream waits on the compute stream (cudaEventRecord +
     cudaStreamWaitEvent), then one async dist.reduce per partition the bucket spans (c10d::reduce_,
     record_param_comms, the NCCL annotation, the launch), each row's offset and length varied as
-    measured. Returns the kernels' starts."""
+    measured. `shapes` (the op tree's record_shapes): each reduce's slice cut out of the bucket
+    first (`tensor.narrow`: aten::narrow > aten::slice > aten::as_strided, views with no kernel),
+    and the c10d ops with the Input Dims torch writes for them. Returns the kernels' starts and
+    where each reduce's host rows end."""
     bucket, elems, dst = slices
     nb, n = len(cpu_at), len(elems)
     jit = lambda *shape: np.clip(rng.lognormal(0.0, 0.1, shape), 0.75, 1.35)  # noqa: E731
@@ -702,9 +761,34 @@ def _reduces_v2(b: TraceBuilder, *, pid: int, tid: int, stream: int, world: int,
           corr=b.correlation_ids(nb))
     b.add(Kind.RUNTIME, "cuda_runtime", "cudaStreamWaitEvent", pid, tid, wait0, wait_d, ext=b.external_ids(nb),
           corr=b.correlation_ids(nb))
-    b.add(Kind.CPU, "cpu_op", "c10d::reduce_", pid, tid, c10d, c10d_end - c10d, ext=b.external_ids(n))
+    # the narrow's view rows: in the ~2 µs before the c10d op, each varied (its own draws, after
+    # every draw the kernels' times take)
+    cut = (jit(n, 3) * [1_700, 1_300, 900]).astype(np.int64)
+    if shapes:  # tensor.narrow(0, offset, numel) of the bucket: narrow(self, dim, start, length) >
+        # slice(self, dim, start, end, step) > as_strided(self, size, stride, storage_offset)
+        whole = np.bincount(bucket, weights=elems).astype(np.int64)[bucket].tolist()
+        at = c10d - 300 - cut[:, 0]
+        rows = {"aten::narrow": (at, cut[:, 0]), "aten::slice": (at + (cut[:, 0] - cut[:, 1]) // 2, cut[:, 1]),
+                "aten::as_strided": (at + (cut[:, 0] - cut[:, 2]) // 2, cut[:, 2])}
+        args = {name: [] for name in rows}
+        for e, w, o in zip(elems.tolist(), whole, _offsets(bucket, elems)):
+            args["aten::narrow"].append({"Input Dims": [[w], [], [], []], "Input type": [BF16] + ["Scalar"] * 3,
+                                         "Concrete Inputs": ["", "0", str(o), str(e)]})
+            args["aten::slice"].append({"Input Dims": [[w], [], [], [], []], "Input type": [BF16] + ["Scalar"] * 4,
+                                        "Concrete Inputs": ["", "0", str(o), str(o + e), "1"]})
+            args["aten::as_strided"].append({"Input Dims": [[w], [], [], []],
+                                             "Input type": [BF16, "ScalarList", "ScalarList", "Scalar"],
+                                             "Concrete Inputs": ["", f"[{e}]", "[1]", str(o)]})
+        for name, (ts, dur) in rows.items():
+            b.add(Kind.CPU, "cpu_op", name, pid, tid, ts, dur, ext=b.external_ids(n), extra=args[name])
+    reduce_args = ({"Input Dims": [[], [], [], [], [], []],
+                    "Input type": ["TensorList", "", "", "Scalar", "Scalar", "Scalar"]} if shapes else {})
+    comms_args = ({"Input Dims": [[], [], [], [], [], [], []],
+                   "Input type": ["TensorList", "Scalar", "Scalar", "Scalar", "", "", ""]} if shapes else {})
+    b.add(Kind.CPU, "cpu_op", "c10d::reduce_", pid, tid, c10d, c10d_end - c10d, ext=b.external_ids(n),
+          extra=reduce_args or None)
     b.add(Kind.CPU, "cpu_op", "record_param_comms", pid, tid, rpc, rpc_end - rpc, ext=b.external_ids(n),
-          extra=[{**c, "Global rank start": 0, "Global rank stride": 1} for c in coll])
+          extra=[{**c, "Global rank start": 0, "Global rank stride": 1, **comms_args} for c in coll])
     b.add(Kind.CPU, "user_annotation", "nccl:reduce", pid, tid, ann, ann_end - ann, ext=b.external_ids(n))
     corr, ext = b.correlation_ids(n), b.external_ids(n)
     b.add(Kind.RUNTIME, "cuda_runtime", "cudaLaunchKernel", pid, tid, ln0, launch, ext=ext, corr=corr)
@@ -715,7 +799,14 @@ def _reduces_v2(b: TraceBuilder, *, pid: int, tid: int, stream: int, world: int,
                                             shared_memory=87_568))
     b.add(Kind.KERNEL, "kernel", np.full(n, name, np.int32), 0, stream, start, dur_ns, ext=ext, corr=corr,
           extra=coll)
-    return start
+    return start, c10d_end
+
+
+def _offsets(bucket: np.ndarray, elems: np.ndarray) -> list[int]:
+    """Each reduce's offset in its bucket (the slices of a bucket are issued in ascending order)."""
+    starts = np.cumsum(elems) - elems
+    first = np.r_[0, np.flatnonzero(np.diff(bucket)) + 1]
+    return (starts - np.repeat(starts[first], np.diff(np.r_[first, len(elems)]))).tolist()
 
 
 def _merged(starts: list[np.ndarray], ends: list[np.ndarray]):
@@ -776,6 +867,8 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
     close_pos = grad_pos[closes]
     bucket_elems = np.diff(np.r_[0, cum[closes]])
     free_after = np.zeros(len(rec.bwd), np.int64)
+    grad_mask = np.zeros(len(rec.bwd), bool)
+    grad_mask[grad_pos] = True
     free_after[close_pos] = COMM_CPU_NS
     busbw = gpu.busbw_gbps * p.rs_busbw_frac
     rs_ns = ((n_ranks - 1) / n_ranks * bucket_elems * physics.BF16_BYTES / (busbw * 1e9) * 1e9 + 25_000)
@@ -799,6 +892,16 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
         base_f, base_b = after_f * 4, after_b * 4
     ops_f, ker_f = workload.intern(b, [k.spec for k in shown.fwd])
     ops_b, ker_b = workload.intern(b, [k.spec for k in shown.bwd])
+    tree_f, tree_b, autograd = {}, {}, None
+    if v2:  # the op tree around each launch, record_shapes, the profiler's numbering (docstring)
+        first_seq, first_ev = int(rng.integers(1_000, 60_000)), int(rng.integers(2_000, 40_000))
+        if OP_TREE:
+            b.number_ops(first_ev_idx=first_ev)
+            autograd = optree.Autograd(b, first_seq)
+            widths = (shown.h, shown.f, shown.vocab)
+            tree_f = {"tree": [optree.tree_for(k.spec, widths) for k in shown.fwd], "autograd": autograd}
+            tree_b = {"tree": [optree.tree_for(k.spec, widths) for k in shown.bwd], "autograd": autograd,
+                      "backward": True}
 
     first_step = int(rng.integers(200, 5_000))
     gap_ns = int(p.kernel_gap_us * 1e3)
@@ -815,6 +918,8 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
     lead, blocked, kgaps = [], [], []
     for i in range(p.steps):
         s0 = now
+        if autograd is not None:  # each micro-step's backward takes back its own forward's numbers
+            autograd.made.clear()
         dl_end = now + h(p.host_prologue_ms * 0.45e6)
         cpu_span(b, "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", pid, pid, now + h(40_000), dl_end)
         h2d_bytes = tokens * 8 * 2  # int64 input ids and labels
@@ -834,23 +939,50 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
                   else rng.integers(int(gap_ns * 0.8), int(gap_ns * 1.2) + 1, len(f_ns)))
         f = _phase(b, pid=pid, tid=pid, stream=7, ops=ops_f, kernels=ker_f, dur_ns=f_ns, cpu_t0=launch_t0,
                    gpu_t0=h2d_start + h2d_ns + (int(gaps_f[0]) if v2 else gap_ns), overhead=oh, launch=ln,
-                   gap=gaps_f, free_after=host_f.get("between"), latency=host_f.get("latency", 3_000))
+                   gap=gaps_f, free_after=host_f.get("between"), latency=host_f.get("latency", 3_000), **tree_f)
         cpu_span(b, "DeepSpeedEngine.forward", pid, pid, launch_t0 - h(2_000), f.cpu_end + h(3_000))
         oh, ln = _overheads(rng, len(b_ns), p.op_overhead_us, timing, v2)
-        host_b = _host_v2(rng, timing, len(b_ns)) if v2 else {}
+        host_b = _host_v2(rng, timing, len(b_ns), ENGINE_MEDIAN_US) if v2 else {}
         gaps_b = (timing.kernel_gaps_ns(rng, len(b_ns)) if v2
                   else rng.integers(int(gap_ns * 0.8), int(gap_ns * 1.2) + 1, len(b_ns)))
+        cpu_after = free_after
+        if v2:  # after a weight's gradient node: the engine's gap, its AccumulateGrad with DeepSpeed's hook
+            # inside (and a full bucket's reduces in that hook), then the engine's gap to the next node
+            hook, after = np.zeros(len(b_ns), np.int64), np.zeros(len(b_ns), np.int64)
+            hook[grad_pos] = hosttime._lognormal_ns(rng, len(grad_pos), HOOK_FLOOR_US, HOOK_MEDIAN_US, HOOK_SIGMA,
+                                                    1_000.0)
+            after[grad_pos] = hosttime._lognormal_ns(rng, len(grad_pos), BETWEEN_FLOOR_US, ENGINE_MEDIAN_US,
+                                                     BETWEEN_SIGMA, 1_000.0)
+            cpu_after = free_after + host_b["between"] + hook + after
+            if tree_b:  # the nodes close in the engine's first µs after the launching op
+                tree_b["tree_room_ns"] = np.minimum(host_b["between"], CLOSE_ROOM_NS)
         bw = _phase(b, pid=pid, tid=autograd_tid, stream=7, ops=ops_b, kernels=ker_b, dur_ns=b_ns,
                     cpu_t0=f.cpu_end + h(30_000), gpu_t0=f.gpu_end + (int(gaps_b[0]) if v2 else gap_ns), overhead=oh,
-                    launch=ln, gap=gaps_b, free_after=free_after + host_b["between"] if v2 else free_after,
-                    pending=f.kernel_start, latency=host_b.get("latency", 3_000))
+                    launch=ln, gap=gaps_b, free_after=cpu_after, pending=f.kernel_start,
+                    latency=host_b.get("latency", 3_000), **tree_b)
         bw_span_end = int(bw.op_end.max()) + (int(free_after[-1]) if v2 else COMM_CPU_NS) + h(20_000)
-        cpu_span(b, "DeepSpeedEngine.backward", pid, pid, f.cpu_end + h(10_000), bw_span_end)
+        bw_span_start = f.cpu_end + h(10_000)
+        if not v2:
+            cpu_span(b, "DeepSpeedEngine.backward", pid, pid, bw_span_start, bw_span_end)
         rs_dur = (rs_ns * rng.normal(1.0, 0.01, len(rs_ns)).clip(0.97, 1.03)).astype(np.int64)
         if v2:
-            rs_start = _reduces_v2(b, pid=pid, tid=autograd_tid, stream=nccl_stream, world=n_ranks,
-                                   cpu_at=bw.op_end[close_pos], gpu_ready=bw.kernel_end[close_pos], slices=slices,
-                                   dur_ns=rs_dur, nccl_free=nccl_free, rng=rng, timing=timing)
+            acc_start = bw.op_end[grad_pos] + host_b["between"][grad_pos]
+            acc_hook = hook[grad_pos]
+            rs_start, rs_host_end = _reduces_v2(b, pid=pid, tid=autograd_tid, stream=nccl_stream, world=n_ranks,
+                                                cpu_at=acc_start[closes] + (acc_hook[closes] * HOOK_REDUCE_AT).astype(
+                                                    np.int64), gpu_ready=bw.kernel_end[close_pos],
+                                                slices=slices, dur_ns=rs_dur, nccl_free=nccl_free, rng=rng,
+                                                timing=timing, shapes=OP_TREE)
+            acc_end = acc_start + acc_hook + free_after[grad_pos]
+            last = np.zeros(len(closes), np.int64)
+            np.maximum.at(last, slices[0], rs_host_end)
+            acc_end[closes] = np.maximum(acc_end[closes], last + 500)  # a long launch call's tail stays inside
+            if tree_b:
+                _accumulate_grad(b, pid=pid, tid=autograd_tid, start=acc_start, core=acc_hook, end=acc_end,
+                                 shapes=[[k.param_elems // shown.h, shown.h] if k.spec.op.endswith("EmbeddingBackward0")
+                                         else _weight_shape(k.spec.shape) for k in np.array(shown.bwd)[grad_pos]])
+            bw_span_end = max(bw_span_end, int(acc_end[-1]) + 2_000)
+            cpu_span(b, "DeepSpeedEngine.backward", pid, pid, bw_span_start, bw_span_end)
         else:
             rs_start = _reduce_scatter(b, pid=pid, tid=autograd_tid, stream=nccl_stream, world=n_ranks,
                                        cpu_at=bw.op_end[close_pos], gpu_ready=bw.kernel_end[close_pos],
