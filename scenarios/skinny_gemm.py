@@ -123,11 +123,15 @@ Version 2 (what the numbers above become; version 1 keeps them, byte for byte):
   kernel_gap_us is version 1's only; op_overhead_us is the dispatcher's time before a launch
   (2-3.5 µs in version 2's draws, the Python between ops drawn on its own). Draws keep the
   forward's mean kernel 20% above the host's time per op (else the forward is launch-bound)
-  and the reduce within 90% of the micro-step (else it cannot hide). Known: Llama-2-7B draws
-  (~10% of seeds) run their forward only ~25% ahead of the host, so the first layers' kernels
-  often wait 20-50 µs behind a running GEMM; 3 of 20 such seeds (35, 86, 179 of 0-199) put the
-  launch-delay p90 above the real traces' bound (fidelity.py). 13-14B seeds and the canonical
-  sit inside every bound.
+  and the reduce within 90% of the micro-step (else it cannot hide). Launch delays: the GPU
+  idles at each step boundary, so each micro-step's first layer is launched onto a GPU not far
+  behind, and a kernel launched while its first GEMMs run waits behind them (20-50 µs); every
+  later launch runs milliseconds ahead, outside the fidelity window (50 µs). In a GPU-bound
+  trace those ~20 step-start launches are the whole population, so its p90 sits at 35-45 µs
+  where the real traces, far from GPU-bound, have <= 10 µs; fidelity.py states this as the
+  case's shape (PATHOLOGY_SHAPED). It shows on the seeds with 50+ such launches: Llama-2-7B ones
+  (its forward runs only ~25% ahead of the host, 35, 86, 121, 179 of 0-199) and would on a
+  13B at 256 tokens profiled over more micro-steps.
 - The op tree a real eager trace has (app/trace/optree.py; version 2 was first built flat, one
   cpu_op per launch): each launch inside its ops, `aten::linear` > `aten::t` (views, no kernel)
   and `aten::matmul` > `aten::view`, `aten::mm`, `aten::_unsafe_view`; backward's
