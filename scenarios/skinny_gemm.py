@@ -113,6 +113,13 @@ Version 2 (what the numbers above become; version 1 keeps them, byte for byte):
   on by default) DeepSpeed all-reduces each bucket instead, twice the bytes, which could not
   hide in this micro-step. Version 1 showed `_reduce_scatter_base`, which no DeepSpeed
   stage-2 release issues.
+- GPU busy ~90% (88-94% across seeds), not the seed's ~97%. Of the ~10% idle: the step-boundary
+  hole, 1-2.3% (the same ~1-1.6 ms the seed has, in a ~92 ms micro-step instead of 210 ms); the
+  back-to-back gaps, ~2-3% (the seed's slivers); and ~3.4-5% from hosttime.MEASURED_2's waited-on
+  tail (22% of gaps at 3-20 µs, mean ~7 µs). The real traces show that tail, but none of them is
+  GPU-bound, and a stream whose every kernel is queued milliseconds ahead may not have it; they
+  cannot settle it, and without it the kernel-gap p90 (~1.7 µs) would fall under their bound
+  (3.55 µs), so the model keeps the measured shape. Without the tail the micro-step is ~95% busy.
 - Host timing as real traces show it (app/hosttime.MEASURED_2 for the stream's gaps, launch
   calls and launch latencies; every host row the scenario draws varied step to step; 1-20 µs
   of Python between ops, BETWEEN_*): version 1's 0.3-0.5 µs kernel gaps sat under the real
