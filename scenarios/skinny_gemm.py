@@ -184,9 +184,9 @@ from app.scenario import (Built, Hint, InstanceError, Scenario, ScenarioParams, 
 from app.trace import intervals, optree
 from app.trace.builder import Kind, KernelInfo, TraceBuilder
 from app.trace.emit import Launched, cpu_span, launch_phase, memcpy
-from app.trace.optree import BF16
-from app.trace.schedule import in_order
 from app.scoring.rubric import Rubric
+from scenarios import _zero
+from scenarios._zero import partition_slices  # noqa: F401 (the slicing the key's reduces follow)
 
 VOCAB = 32_000  # Llama 2 tokenizer
 MAX_AI_OF_RIDGE = 0.95  # the skinny shape must sit at least 5% below the ridge to be memory-bound
@@ -206,8 +206,6 @@ CONFIG = {  # kernel config -> (tile_m, tile_n, threads, shared memory bytes)
     DEEP: (128, 128, 256, 81_920),
     WGRAD: (128, 256, 256, 147_456),
 }
-NCCL_RS = "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
-NCCL_REDUCE = "ncclDevKernel_Reduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 # Version 2: what cuBLAS 12 names these configurations on Hopper (the Hopper-native xmma
 # kernels with warpgroup MMA; `ampere_*` kernels are what it picks on A100). The tile shapes
 # are the version 1 configs' (the DRAM traffic model keeps its 128-row tiles); {l} is the layout.
@@ -230,7 +228,6 @@ MODELS = {
     "Llama-2-7B": {"hidden": 4096, "layers": 32, "ffn": 11008, "vocab": 32_000},
 }
 CANONICAL_V2 = "Llama-2-13B"
-DEEPSPEED = "0.12.3"  # ZeRO-2's average_tensor issues one dist.reduce per destination partition up to here
 EV = "autograd::engine::evaluate_function: "
 SEQ_CHOICES = [128, 160, 192, 224, 256, 288, 320, 384, 448, 512]  # packed lengths; the validator keeps AI < ridge
 SEQ_DRAW = [192, 224, 256, 288, 320]  # what seeds draw from (those below the ridge at the drawn width)
@@ -638,186 +635,8 @@ BETWEEN_MEAN_US = BETWEEN_FLOOR_US + (BETWEEN_MEDIAN_US - BETWEEN_FLOOR_US) * ma
 MEAN_GAP_US = 2.6  # hosttime.MEASURED_2's mean gap between back-to-back kernels
 CPU_MARGIN = 1.2  # version 2 draws: the forward's mean kernel over the host's time per op
 COMM_SHARE = 0.9  # version 2 draws: the gradient reduce over the GPU's micro-step
-COMM_CPU_NS = 115_000  # c10d::_reduce_scatter_base_ and what it nests, on the autograd thread
-# Version 2's autograd thread: between two nodes the engine's own time (the real traces' autograd
-# thread: p50 15-27 µs with the profiler on, ../shared/fixtures/kineto); after the node that makes a
-# weight's gradient, its AccumulateGrad (the gradient is stolen, no kernel: DeepSpeed left
-# param.grad None after the last reduce) with DeepSpeed's Python hook inside it
-# (reduce_ready_partitions_and_remove_grads: p10 ~13, p50 20 µs), then the engine again.
-ENGINE_MEDIAN_US = 15.0
-HOOK_FLOOR_US, HOOK_MEDIAN_US, HOOK_SIGMA = 8.0, 20.0, 0.35
-HOOK_REDUCE_AT = 0.35  # a full bucket's reduces start this far into the hook (after the AccumulateGrad itself)
 CLOSE_ROOM_NS = 4_500  # a backward node closes within a third of this after its launching op
 OP_TREE = True  # version 2 emits the op tree; tests turn it off to see the flat build's kernels
-
-
-def _weight_shape(gemm_mnk) -> list[int]:
-    """A weight's shape, [out, in], from its gradient GEMM (M, N, K) = (in, out, tokens)."""
-    return [int(gemm_mnk[1]), int(gemm_mnk[0])]
-
-
-def _accumulate_grad(b: TraceBuilder, *, pid: int, tid: int, start: np.ndarray, core: np.ndarray, end: np.ndarray,
-                     shapes: list[list[int]]) -> None:
-    """Each weight's `autograd::engine::evaluate_function: torch::autograd::AccumulateGrad` over
-    [start, end): the node, inside it first the gradient detached into param.grad (as a real eager
-    trace nests them: AccumulateGrad > aten::detach > detach, no kernel), then DeepSpeed's hook
-    (Python, and the bucket's reduces the caller placed) to the end; `core`: the hook's own time."""
-    n = len(start)
-    b.add(Kind.CPU, "cpu_op", optree.EV + "torch::autograd::AccumulateGrad", pid, tid, start, end - start,
-          ext=b.external_ids(n))
-    nest = [("torch::autograd::AccumulateGrad", 0.03, 0.30, None), ("aten::detach", 0.08, 0.25, "dims"),
-            ("detach", 0.12, 0.21, None)]
-    for name, a, z, dims in nest:
-        extra = [{"Input Dims": [w], "Input type": [BF16]} for w in shapes] if dims else None
-        b.add(Kind.CPU, "cpu_op", name, pid, tid, start + (core * a).astype(np.int64),
-              np.maximum((core * (z - a)).astype(np.int64), 1), ext=b.external_ids(n), extra=extra)
-
-
-def _reduce_scatter(b: TraceBuilder, *, pid: int, tid: int, stream: int, world: int, cpu_at: np.ndarray,
-                    gpu_ready: np.ndarray, elems: np.ndarray, dur_ns: np.ndarray, nccl_free: int) -> np.ndarray:
-    """Version 1: one bucketed reduce-scatter per bucket, launched in the CPU window at `cpu_at`; the
-    NCCL stream waits on an event recorded when the bucket's last gradient landed. Returns kernel starts."""
-    n = len(cpu_at)
-    ranks = str(list(range(world)))
-    coll = [{"Collective name": "_reduce_scatter_base", "In msg nelems": int(e), "Out msg nelems": int(e) // world,
-             "Group size": world, "dtype": "BFloat16", "In split size": "[]", "Out split size": "[]",
-             "Process Group Name": "0", "Process Group Description": "default_pg", "Process Group Ranks": ranks}
-            for e in elems.tolist()]
-    b.add(Kind.CPU, "cpu_op", "c10d::_reduce_scatter_base_", pid, tid, cpu_at + 2_000, 110_000,
-          ext=b.external_ids(n))
-    b.add(Kind.CPU, "cpu_op", "record_param_comms", pid, tid, cpu_at + 7_000, 100_000, ext=b.external_ids(n),
-          extra=[{**c, "Global rank start": 0, "Global rank stride": 1} for c in coll])
-    b.add(Kind.CPU, "user_annotation", "nccl:_reduce_scatter_base", pid, tid, cpu_at + 20_000, 85_000,
-          ext=b.external_ids(n))
-    b.add(Kind.RUNTIME, "cuda_runtime", "cudaEventRecord", pid, tid, cpu_at + 25_000, 3_000,
-          ext=b.external_ids(n), corr=b.correlation_ids(n))
-    b.add(Kind.RUNTIME, "cuda_runtime", "cudaStreamWaitEvent", pid, tid, cpu_at + 31_000, 3_000,
-          ext=b.external_ids(n), corr=b.correlation_ids(n))
-    corr, ext = b.correlation_ids(n), b.external_ids(n)
-    b.add(Kind.RUNTIME, "cuda_runtime", "cudaLaunchKernel", pid, tid, cpu_at + 45_000, 9_000, ext=ext, corr=corr)
-    ready = np.maximum(cpu_at + 54_000 + 3_000, gpu_ready + 4_000)
-    start = in_order(ready, dur_ns, 2_000, nccl_free)
-    name = b.kernel(NCCL_RS, KernelInfo(grid=(24, 1, 1), block=(640, 1, 1), registers_per_thread=96,
-                                        shared_memory=87_568))
-    b.add(Kind.KERNEL, "kernel", np.full(n, name, np.int32), 0, stream, start, dur_ns, ext=ext, corr=corr,
-          extra=coll)
-    return start
-
-
-
-REDUCE_CPU_NS = 52_000  # version 2: one dist.reduce (c10d::reduce_ and what it nests) on the autograd thread
-BUCKET_CPU_NS = 14_000  # version 2: average_tensor's stream.wait_stream and slicing before a bucket's reduces
-
-
-def partition_slices(bucket_elems: np.ndarray, total: int, world: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """DeepSpeed <= 0.12.3's average_tensor: each gradient bucket is cut where it crosses a
-    rank's partition of the flat gradient, and each piece is reduced to the rank that owns it.
-    Buckets fill in backward order, which is the flat buffer (parameter order) read from its
-    end, so bucket i covers [total - cum_i, total - cum_{i-1}). Returns per reduce: its bucket,
-    its element count and its destination rank, in issue order (ascending offset in the bucket)."""
-    part = -(-total // world)
-    bucket, elems, dst = [], [], []
-    hi = total
-    for i, e in enumerate(np.asarray(bucket_elems).tolist()):
-        lo = hi - int(e)
-        cuts = [lo] + [c for c in range((lo // part + 1) * part, hi, part)] + [hi]
-        for a, z in zip(cuts[:-1], cuts[1:]):
-            bucket.append(i)
-            elems.append(z - a)
-            dst.append(a // part)
-        hi = lo
-    return np.array(bucket, np.int64), np.array(elems, np.int64), np.array(dst, np.int64)
-
-
-def _reduces_v2(b: TraceBuilder, *, pid: int, tid: int, stream: int, world: int, cpu_at: np.ndarray,
-                gpu_ready: np.ndarray, slices: tuple[np.ndarray, np.ndarray, np.ndarray], dur_ns: np.ndarray,
-                nccl_free: int, rng: np.random.Generator, timing: hosttime.HostTiming,
-                shapes: bool = True) -> tuple[np.ndarray, int]:
-    """Version 2's ZeRO-2 gradient reduction, as DeepSpeed 0.12.3 issues it with overlap_comm:
-    per bucket, the reduction stream waits on the compute stream (cudaEventRecord +
-    cudaStreamWaitEvent), then one async dist.reduce per partition the bucket spans (c10d::reduce_,
-    record_param_comms, the NCCL annotation, the launch), each row's offset and length varied as
-    measured. `shapes` (the op tree's record_shapes): each reduce's slice cut out of the bucket
-    first (`tensor.narrow`: aten::narrow > aten::slice > aten::as_strided, views with no kernel),
-    and the c10d ops with the Input Dims torch writes for them. Returns the kernels' starts and
-    where each reduce's host rows end."""
-    bucket, elems, dst = slices
-    nb, n = len(cpu_at), len(elems)
-    jit = lambda *shape: np.clip(rng.lognormal(0.0, 0.1, shape), 0.75, 1.35)  # noqa: E731
-    ev = jit(nb, 3) * [3_000, 3_000, 2_500]
-    rec0 = cpu_at + ev[:, 0].astype(np.int64)
-    rec_d = timing.launch_calls_ns(rng, nb, mean_us=2.5)
-    wait0 = rec0 + rec_d + ev[:, 2].astype(np.int64)
-    wait_d = timing.launch_calls_ns(rng, nb, mean_us=2.5)
-    first = np.r_[0, np.flatnonzero(np.diff(bucket)) + 1]
-    k = np.arange(n) - np.repeat(first, np.diff(np.r_[first, n]))  # the reduce's place in its bucket
-    t0 = (wait0 + wait_d)[bucket] + 2_000 + k * REDUCE_CPU_NS
-    steps = jit(n, 4) * [2_000, 4_000, 9_000, 8_000]  # c10d op, record_param_comms, annotation, launch
-    off = np.cumsum(steps, axis=1)
-    launch = timing.launch_calls_ns(rng, n)
-    tail = jit(n, 3) * [9_000, 1_500, 3_000]
-    total = off[:, -1] + launch + tail.sum(axis=1)
-    scale = np.minimum(1.0, (REDUCE_CPU_NS - 2_500) / total)  # never into the next reduce's window
-    off, launch, tail = (off * scale[:, None]).astype(np.int64), (launch * scale).astype(np.int64), \
-        (tail * scale[:, None]).astype(np.int64)
-    c10d, rpc, ann, ln0 = (t0 + off[:, j] for j in range(4))
-    ann_end = ln0 + launch + tail[:, 0]
-    rpc_end = ann_end + tail[:, 1]
-    c10d_end = rpc_end + tail[:, 2]
-    ranks = str(list(range(world)))
-    coll = [{"Collective name": "reduce", "In msg nelems": int(e), "Out msg nelems": int(e), "Group size": world,
-             "dtype": "BFloat16", "In split size": "[]", "Out split size": "[]", "Process Group Name": "0",
-             "Process Group Description": "default_pg", "Process Group Ranks": ranks} for e in elems.tolist()]
-    b.add(Kind.RUNTIME, "cuda_runtime", "cudaEventRecord", pid, tid, rec0, rec_d, ext=b.external_ids(nb),
-          corr=b.correlation_ids(nb))
-    b.add(Kind.RUNTIME, "cuda_runtime", "cudaStreamWaitEvent", pid, tid, wait0, wait_d, ext=b.external_ids(nb),
-          corr=b.correlation_ids(nb))
-    # the narrow's view rows: in the ~2 µs before the c10d op, each varied (its own draws, after
-    # every draw the kernels' times take)
-    cut = (jit(n, 3) * [1_700, 1_300, 900]).astype(np.int64)
-    if shapes:  # tensor.narrow(0, offset, numel) of the bucket: narrow(self, dim, start, length) >
-        # slice(self, dim, start, end, step) > as_strided(self, size, stride, storage_offset)
-        whole = np.bincount(bucket, weights=elems).astype(np.int64)[bucket].tolist()
-        at = c10d - 300 - cut[:, 0]
-        rows = {"aten::narrow": (at, cut[:, 0]), "aten::slice": (at + (cut[:, 0] - cut[:, 1]) // 2, cut[:, 1]),
-                "aten::as_strided": (at + (cut[:, 0] - cut[:, 2]) // 2, cut[:, 2])}
-        args = {name: [] for name in rows}
-        for e, w, o in zip(elems.tolist(), whole, _offsets(bucket, elems)):
-            args["aten::narrow"].append({"Input Dims": [[w], [], [], []], "Input type": [BF16] + ["Scalar"] * 3,
-                                         "Concrete Inputs": ["", "0", str(o), str(e)]})
-            args["aten::slice"].append({"Input Dims": [[w], [], [], [], []], "Input type": [BF16] + ["Scalar"] * 4,
-                                        "Concrete Inputs": ["", "0", str(o), str(o + e), "1"]})
-            args["aten::as_strided"].append({"Input Dims": [[w], [], [], []],
-                                             "Input type": [BF16, "ScalarList", "ScalarList", "Scalar"],
-                                             "Concrete Inputs": ["", f"[{e}]", "[1]", str(o)]})
-        for name, (ts, dur) in rows.items():
-            b.add(Kind.CPU, "cpu_op", name, pid, tid, ts, dur, ext=b.external_ids(n), extra=args[name])
-    reduce_args = ({"Input Dims": [[], [], [], [], [], []],
-                    "Input type": ["TensorList", "", "", "Scalar", "Scalar", "Scalar"]} if shapes else {})
-    comms_args = ({"Input Dims": [[], [], [], [], [], [], []],
-                   "Input type": ["TensorList", "Scalar", "Scalar", "Scalar", "", "", ""]} if shapes else {})
-    b.add(Kind.CPU, "cpu_op", "c10d::reduce_", pid, tid, c10d, c10d_end - c10d, ext=b.external_ids(n),
-          extra=reduce_args or None)
-    b.add(Kind.CPU, "cpu_op", "record_param_comms", pid, tid, rpc, rpc_end - rpc, ext=b.external_ids(n),
-          extra=[{**c, "Global rank start": 0, "Global rank stride": 1, **comms_args} for c in coll])
-    b.add(Kind.CPU, "user_annotation", "nccl:reduce", pid, tid, ann, ann_end - ann, ext=b.external_ids(n))
-    corr, ext = b.correlation_ids(n), b.external_ids(n)
-    b.add(Kind.RUNTIME, "cuda_runtime", "cudaLaunchKernel", pid, tid, ln0, launch, ext=ext, corr=corr)
-    ready = np.maximum(ln0 + launch + timing.launch_latency_ns(rng, n),
-                       gpu_ready[bucket] + timing.kernel_gaps_ns(rng, n))
-    start = in_order(ready, dur_ns, timing.kernel_gaps_ns(rng, n), nccl_free)
-    name = b.kernel(NCCL_REDUCE, KernelInfo(grid=(24, 1, 1), block=(640, 1, 1), registers_per_thread=96,
-                                            shared_memory=87_568))
-    b.add(Kind.KERNEL, "kernel", np.full(n, name, np.int32), 0, stream, start, dur_ns, ext=ext, corr=corr,
-          extra=coll)
-    return start, c10d_end
-
-
-def _offsets(bucket: np.ndarray, elems: np.ndarray) -> list[int]:
-    """Each reduce's offset in its bucket (the slices of a bucket are issued in ascending order)."""
-    starts = np.cumsum(elems) - elems
-    first = np.r_[0, np.flatnonzero(np.diff(bucket)) + 1]
-    return (starts - np.repeat(starts[first], np.diff(np.r_[first, len(elems)]))).tolist()
 
 
 def _merged(starts: list[np.ndarray], ends: list[np.ndarray]):
@@ -868,27 +687,10 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
     base_f, after_f, cls_f = rec.arrays(rec.fwd)
     base_b, after_b, cls_b = rec.arrays(rec.bwd)
 
-    # ZeRO-2 buckets: gradients land in backward order; a bucket closes with the kernel that fills it.
-    grad_pos = np.flatnonzero([k.param_elems > 0 for k in rec.bwd])
-    grad_elems = np.array([rec.bwd[i].param_elems for i in grad_pos], np.int64)
-    cap = int(p.bucket_melem * 1e6)
-    cum = np.cumsum(grad_elems)
-    bucket_of = (cum - 1) // cap
-    closes = np.flatnonzero(np.r_[bucket_of[1:] != bucket_of[:-1], True])
-    close_pos = grad_pos[closes]
-    bucket_elems = np.diff(np.r_[0, cum[closes]])
-    free_after = np.zeros(len(rec.bwd), np.int64)
-    grad_mask = np.zeros(len(rec.bwd), bool)
-    grad_mask[grad_pos] = True
-    free_after[close_pos] = COMM_CPU_NS
     busbw = gpu.busbw_gbps * p.rs_busbw_frac
-    rs_ns = ((n_ranks - 1) / n_ranks * bucket_elems * physics.BF16_BYTES / (busbw * 1e9) * 1e9 + 25_000)
-    slices = None
-    if v2:  # DeepSpeed 0.12.3: a ring reduce per partition a bucket spans; each rank sends the slice once
-        slices = partition_slices(bucket_elems, int(grad_elems.sum()), n_ranks)
-        per_bucket = np.bincount(slices[0], minlength=len(bucket_elems))
-        free_after[close_pos] = BUCKET_CPU_NS + per_bucket * REDUCE_CPU_NS
-        rs_ns = slices[1] * physics.BF16_BYTES / (busbw * 1e9) * 1e9 + 25_000
+    bk = _zero.buckets([k.param_elems for k in rec.bwd], p.bucket_melem, n_ranks, busbw, v2)
+    grad_pos, closes, close_pos, bucket_elems = bk.grad_pos, bk.closes, bk.close_pos, bk.bucket_elems
+    free_after, rs_ns, slices = bk.free_after, bk.rs_ns, bk.slices
 
     b, pid, t0 = new_builder(rng, gpu, rank=0, world=n_ranks, visible_gpus=n_ranks)
     autograd_tid = pid + int(rng.integers(20, 60))
@@ -953,16 +755,16 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
                    gap=gaps_f, free_after=host_f.get("between"), latency=host_f.get("latency", 3_000), **tree_f)
         cpu_span(b, "DeepSpeedEngine.forward", pid, pid, launch_t0 - h(2_000), f.cpu_end + h(3_000))
         oh, ln = _overheads(rng, len(b_ns), p.op_overhead_us, timing, v2)
-        host_b = _host_v2(rng, timing, len(b_ns), ENGINE_MEDIAN_US) if v2 else {}
+        host_b = _host_v2(rng, timing, len(b_ns), _zero.ENGINE_MEDIAN_US) if v2 else {}
         gaps_b = (timing.kernel_gaps_ns(rng, len(b_ns)) if v2
                   else rng.integers(int(gap_ns * 0.8), int(gap_ns * 1.2) + 1, len(b_ns)))
         cpu_after = free_after
         if v2:  # after a weight's gradient node: the engine's gap, its AccumulateGrad with DeepSpeed's hook
             # inside (and a full bucket's reduces in that hook), then the engine's gap to the next node
             hook, after = np.zeros(len(b_ns), np.int64), np.zeros(len(b_ns), np.int64)
-            hook[grad_pos] = hosttime._lognormal_ns(rng, len(grad_pos), HOOK_FLOOR_US, HOOK_MEDIAN_US, HOOK_SIGMA,
-                                                    1_000.0)
-            after[grad_pos] = hosttime._lognormal_ns(rng, len(grad_pos), BETWEEN_FLOOR_US, ENGINE_MEDIAN_US,
+            hook[grad_pos] = hosttime._lognormal_ns(rng, len(grad_pos), _zero.HOOK_FLOOR_US, _zero.HOOK_MEDIAN_US,
+                                                    _zero.HOOK_SIGMA, 1_000.0)
+            after[grad_pos] = hosttime._lognormal_ns(rng, len(grad_pos), BETWEEN_FLOOR_US, _zero.ENGINE_MEDIAN_US,
                                                      BETWEEN_SIGMA, 1_000.0)
             cpu_after = free_after + host_b["between"] + hook + after
             if tree_b:  # the nodes close in the engine's first µs after the launching op
@@ -971,7 +773,7 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
                     cpu_t0=f.cpu_end + h(30_000), gpu_t0=f.gpu_end + (int(gaps_b[0]) if v2 else gap_ns), overhead=oh,
                     launch=ln, gap=gaps_b, free_after=cpu_after, pending=f.kernel_start,
                     latency=host_b.get("latency", 3_000), **tree_b)
-        bw_span_end = int(bw.op_end.max()) + (int(free_after[-1]) if v2 else COMM_CPU_NS) + h(20_000)
+        bw_span_end = int(bw.op_end.max()) + (int(free_after[-1]) if v2 else _zero.COMM_CPU_NS) + h(20_000)
         bw_span_start = f.cpu_end + h(10_000)
         if not v2:
             cpu_span(b, "DeepSpeedEngine.backward", pid, pid, bw_span_start, bw_span_end)
@@ -979,25 +781,26 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
         if v2:
             acc_start = bw.op_end[grad_pos] + host_b["between"][grad_pos]
             acc_hook = hook[grad_pos]
-            rs_start, rs_host_end = _reduces_v2(b, pid=pid, tid=autograd_tid, stream=nccl_stream, world=n_ranks,
-                                                cpu_at=acc_start[closes] + (acc_hook[closes] * HOOK_REDUCE_AT).astype(
-                                                    np.int64), gpu_ready=bw.kernel_end[close_pos],
-                                                slices=slices, dur_ns=rs_dur, nccl_free=nccl_free, rng=rng,
-                                                timing=timing, shapes=OP_TREE)
+            reduce_at = acc_start[closes] + (acc_hook[closes] * _zero.HOOK_REDUCE_AT).astype(np.int64)
+            rs_start, rs_host_end = _zero.reduces(b, pid=pid, tid=autograd_tid, stream=nccl_stream, world=n_ranks,
+                                                  cpu_at=reduce_at, gpu_ready=bw.kernel_end[close_pos], slices=slices,
+                                                  dur_ns=rs_dur, nccl_free=nccl_free, rng=rng, timing=timing,
+                                                  shapes=OP_TREE)
             acc_end = acc_start + acc_hook + free_after[grad_pos]
             last = np.zeros(len(closes), np.int64)
             np.maximum.at(last, slices[0], rs_host_end)
             acc_end[closes] = np.maximum(acc_end[closes], last + 500)  # a long launch call's tail stays inside
             if tree_b:
-                _accumulate_grad(b, pid=pid, tid=autograd_tid, start=acc_start, core=acc_hook, end=acc_end,
-                                 shapes=[[k.param_elems // shown.h, shown.h] if k.spec.op.endswith("EmbeddingBackward0")
-                                         else _weight_shape(k.spec.shape) for k in np.array(shown.bwd)[grad_pos]])
+                weights = [[k.param_elems // shown.h, shown.h] if k.spec.op.endswith("EmbeddingBackward0")
+                           else _zero.weight_shape(k.spec.shape) for k in np.array(shown.bwd)[grad_pos]]
+                _zero.accumulate_grad(b, pid=pid, tid=autograd_tid, start=acc_start, core=acc_hook, end=acc_end,
+                                      shapes=weights)
             bw_span_end = max(bw_span_end, int(acc_end[-1]) + 2_000)
             cpu_span(b, "DeepSpeedEngine.backward", pid, pid, bw_span_start, bw_span_end)
         else:
-            rs_start = _reduce_scatter(b, pid=pid, tid=autograd_tid, stream=nccl_stream, world=n_ranks,
-                                       cpu_at=bw.op_end[close_pos], gpu_ready=bw.kernel_end[close_pos],
-                                       elems=bucket_elems, dur_ns=rs_dur, nccl_free=nccl_free)
+            rs_start = _zero.reduce_scatter_v1(b, pid=pid, tid=autograd_tid, stream=nccl_stream, world=n_ranks,
+                                               cpu_at=bw.op_end[close_pos], gpu_ready=bw.kernel_end[close_pos],
+                                               elems=bucket_elems, dur_ns=rs_dur, nccl_free=nccl_free)
         nccl_free = int(rs_start[-1] + rs_dur[-1])
         item_t0 = bw_span_end + h(10_000)
         if v2:  # the copy lands where sync_on_loss puts it: read it back off the builder's last copy
@@ -1197,7 +1000,7 @@ def _write_key(p, gpu, rec, seed, trace, steps, observations, v, rng, mean_f, me
     step, after = v["step_ms"], v["after_ms"]
     v2 = rec.v2
     fam = family_label(v2)
-    nccl_name = NCCL_REDUCE if v2 else NCCL_RS
+    nccl_name = _zero.NCCL_REDUCE if v2 else _zero.NCCL_RS
     coll = "reduce" if v2 else "reduce-scatter"
     sh, by, ab = v["share"], v["by"], v["after_by"]
     params_b = v["n_params"] / 1e9
@@ -1207,7 +1010,7 @@ def _write_key(p, gpu, rec, seed, trace, steps, observations, v, rng, mean_f, me
     achieved = v["flops_step"] / (step / 1e3) / 1e12
     model = (f"{model_v2(p.model_params_b, h)[0]} ({rec.layers} layers, hidden {h})" if v2 else
              f"{params_b:.0f}B-parameter dense decoder ({rec.layers} layers, hidden {h})")
-    zero = f"DeepSpeed {DEEPSPEED} ZeRO-2" if v2 else "ZeRO-2"
+    zero = f"DeepSpeed {_zero.DEEPSPEED} ZeRO-2" if v2 else "ZeRO-2"
     brief = (f"{n_ranks}x {gpu.key} ({gpu.interconnect}), {model}, full fine-tune in BF16 with {zero} and "
              f"gradient accumulation: micro-batch 1 x "
              f"{t} tokens per micro-step (after a packing change), {p.grad_accum} micro-steps per optimizer step. "
@@ -1348,7 +1151,7 @@ def _write_key(p, gpu, rec, seed, trace, steps, observations, v, rng, mean_f, me
         row = totals.setdefault(name, [0.0, 0])
         row[0] += d
         row[1] += 1
-    nccl_name = NCCL_REDUCE if rec.v2 else NCCL_RS
+    nccl_name = _zero.NCCL_REDUCE if rec.v2 else _zero.NCCL_RS
     totals[nccl_name] = [v["nccl_ms"] * 1e6, v["buckets"]]
     all_ns = sum(r[0] for r in totals.values())
     kern_sum = [{"time_pct": round(r[0] / all_ns * 100, 1), "total_ns": int(r[0] * p.steps),
