@@ -113,21 +113,51 @@ Version 2 (what the numbers above become; version 1 keeps them, byte for byte):
   on by default) DeepSpeed all-reduces each bucket instead, twice the bytes, which could not
   hide in this micro-step. Version 1 showed `_reduce_scatter_base`, which no DeepSpeed
   stage-2 release issues.
+- GPU busy ~90% (88-94% across seeds), not the seed's ~97%. Of the ~10% idle: the step-boundary
+  hole, 1-2.3% (the same ~1-1.6 ms the seed has, in a ~92 ms micro-step instead of 210 ms); the
+  back-to-back gaps, ~2-3% (the seed's slivers); and ~3.4-5% from hosttime.MEASURED_2's waited-on
+  tail (22% of gaps at 3-20 µs, mean ~7 µs). The real traces show that tail, but none of them is
+  GPU-bound, and a stream whose every kernel is queued milliseconds ahead may not have it; they
+  cannot settle it, and without it the kernel-gap p90 (~1.7 µs) would fall under their bound
+  (3.55 µs), so the model keeps the measured shape. Without the tail the micro-step is ~95% busy.
 - Host timing as real traces show it (app/hosttime.MEASURED_2 for the stream's gaps, launch
   calls and launch latencies; every host row the scenario draws varied step to step; 1-20 µs
   of Python between ops, BETWEEN_*): version 1's 0.3-0.5 µs kernel gaps sat under the real
   p10-p50, its ops touched, its launches onto an idle GPU started exactly 3 µs later. So the
   stream idles ~10% of the micro-step, not 3%: ~2,700 kernels each followed by the 1-20 µs
   gap real streams show (median ~1.2 µs, 22% waited on), plus the step-boundary hole. The
-  read is unchanged: the gaps are spread, not a hole, and the CPU is ahead (median ~13 ms).
+  read is unchanged: the gaps are spread, not a hole, and the CPU is ahead (~8-30 ms, median ~24).
   kernel_gap_us is version 1's only; op_overhead_us is the dispatcher's time before a launch
   (2-3.5 µs in version 2's draws, the Python between ops drawn on its own). Draws keep the
   forward's mean kernel 20% above the host's time per op (else the forward is launch-bound)
-  and the reduce within 90% of the micro-step (else it cannot hide). Known: Llama-2-7B draws
-  (~10% of seeds) run their forward only ~25% ahead of the host, so the first layers' kernels
-  often wait 20-50 µs behind a running GEMM; 3 of 20 such seeds (35, 86, 179 of 0-199) put the
-  launch-delay p90 above the real traces' bound (fidelity.py). 13-14B seeds and the canonical
-  sit inside every bound.
+  and the reduce within 90% of the micro-step (else it cannot hide). Launch delays: the GPU
+  idles at each step boundary, so each micro-step's first layer is launched onto a GPU not far
+  behind, and a kernel launched while its first GEMMs run waits behind them (20-50 µs); every
+  later launch runs milliseconds ahead, outside the fidelity window (50 µs). In a GPU-bound
+  trace those ~20 step-start launches are the whole population, so its p90 sits at 35-45 µs
+  where the real traces, far from GPU-bound, have <= 10 µs; fidelity.py states this as the
+  case's shape (PATHOLOGY_SHAPED). It shows on the seeds with 50+ such launches: Llama-2-7B ones
+  (its forward runs only ~25% ahead of the host, 35, 86, 121, 179 of 0-199) and would on a
+  13B at 256 tokens profiled over more micro-steps.
+- The op tree a real eager trace has (app/trace/optree.py; version 2 was first built flat, one
+  cpu_op per launch): each launch inside its ops, `aten::linear` > `aten::t` (views, no kernel)
+  and `aten::matmul` > `aten::view`, `aten::mm`, `aten::_unsafe_view`; backward's
+  `autograd::engine::evaluate_function: MmBackward0` > `MmBackward0` > the views and the two
+  `aten::mm`; record_shapes (the skinny GEMM's `aten::mm` reads [[seq, h], [h, h]]), Record
+  function id, Ev Idx, each node's Sequence number taken back from its forward op with a fwdbwd
+  flow (~3.9 ops per launch; real eager traces 2.0-5.3). DeepSpeed's own host ops on the autograd
+  thread: after each weight's gradient node its `AccumulateGrad` (> `aten::detach` > `detach`, the
+  gradient stolen: DeepSpeed set param.grad to None after the last reduce) holding DeepSpeed's
+  hook, and in the hook where a bucket fills, the stream wait and per partition
+  `grad_slice = tensor.narrow(...)` (`aten::narrow` > `aten::slice` > `aten::as_strided`) then
+  `c10d::reduce_` > `record_param_comms` with the Input Dims torch writes. The autograd thread's
+  time between nodes is the engine's (p50 15 µs, as on the real traces' autograd thread), the hook
+  ~20 µs a weight. The tree only adds ops inside the CPU time each flat op had (OP_TREE off
+  builds the same kernels). Left out, known: average_tensor's `tensor.div_` before the reduces
+  and, with contiguous_gradients, each gradient's `copy_` into the bucket buffer (a DtoD copy
+  kernel per weight, ~20 ms of HBM traffic per 13B micro-step the model does not carry); no
+  optimizer step, as the profiled micro-steps lie inside the accumulation window (DeepSpeed's
+  step() does nothing there).
 
 The trace after the fix (version 2, `fixed()`): the same instance at micro-batch 4 (M = 4 x
 seq, accumulation / 4, the same global batch): the same kernels, each at its 4 x seq time (the
@@ -136,13 +166,17 @@ large-tile Hopper kernel; the same reduces per micro-step, now under a 4x longer
 per seq-token equivalent (the micro-step / 4) lands within ~0.1% of the key's expected step.
 
 Versions: 1, first model. 2, the real models, memory, world sizes, Hopper names, DeepSpeed's
-reduces and measured host timing above, and the fixed build.
+reduces and measured host timing above, the op tree and DeepSpeed's host ops, and the fixed build.
+
+Where the parts live: the kernels of a micro-step (the model's shape, cuBLAS's configs and names,
+the traffic model, the recipe) in scenarios/_skinny_kernels.py; DeepSpeed ZeRO-2's gradient path
+(buckets, partition slices, the reduces, AccumulateGrad and the hook) in scenarios/_zero.py; the
+params, the build, the key and the rubric here.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from typing import Literal
 
 import numpy as np
@@ -151,45 +185,16 @@ from pydantic import model_validator
 from app import feasibility, hosttime, physics, training, workload
 from app.scenario import (Built, Hint, InstanceError, Scenario, ScenarioParams, building, fixed, gpu_clock_report,
                           make_key, new_builder, obs, param)
-from app.trace import intervals
-from app.trace.builder import Kind, KernelInfo, TraceBuilder
+from app.trace import intervals, optree
+from app.trace.builder import Kind, TraceBuilder
 from app.trace.emit import Launched, cpu_span, launch_phase, memcpy
-from app.trace.schedule import in_order
 from app.scoring.rubric import Rubric
+from scenarios import _zero
+from scenarios._skinny_kernels import (ASSUMED_GEMM_EFF, CONFIG, EV, FAMILY, VOCAB, WGRAD, _ffn, _layers,  # noqa: F401
+                                       _Recipe, config_of, family_label, gemm_name, layout_of)
+from scenarios._zero import partition_slices  # noqa: F401 (the slicing the key's reduces follow)
 
-VOCAB = 32_000  # Llama 2 tokenizer
 MAX_AI_OF_RIDGE = 0.95  # the skinny shape must sit at least 5% below the ridge to be memory-bound
-ASSUMED_GEMM_EFF = 0.70  # no skinny kernel beats this share of the tensor peak (compute cap)
-EW_BW_FRAC = 0.80  # PyTorch's vectorized elementwise kernels on 1-30 MB tensors, past the ramp
-ATTN_EFF = 0.55  # FlashAttention 2 at full occupancy (share of dense peak)
-RAMP_US = 1.8  # fixed launch ramp and tail of a small kernel
-ATTN_RAMP_US = 4.0
-LARGE_OVERFETCH = 1.2  # DRAM traffic over the minimum for the sm90 large-tile kernel
-FAMILY = "ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x4_"
-WIDE = "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_"
-DEEP = "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_32x5_"
-WGRAD = "ampere_bf16_s16816gemm_bf16_128x256_ldg8_f2f_stages_64x3_"
-CONFIG = {  # kernel config -> (tile_m, tile_n, threads, shared memory bytes)
-    FAMILY: (128, 64, 128, 98_304),
-    WIDE: (128, 128, 256, 98_304),
-    DEEP: (128, 128, 256, 81_920),
-    WGRAD: (128, 256, 256, 147_456),
-}
-NCCL_RS = "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
-NCCL_REDUCE = "ncclDevKernel_Reduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
-# Version 2: what cuBLAS 12 names these configurations on Hopper (the Hopper-native xmma
-# kernels with warpgroup MMA; `ampere_*` kernels are what it picks on A100). The tile shapes
-# are the version 1 configs' (the DRAM traffic model keeps its 128-row tiles); {l} is the layout.
-_SM90 = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_{l}_n_tilesize{tile}_warpgroupsize{wg}_execute_segment_k_{seg}_kernel__5x_cublas"
-SM90_NAME = {
-    FAMILY: _SM90.format(l="{l}", tile="128x64x64", wg="1x1x1", seg="off"),
-    WIDE: _SM90.format(l="{l}", tile="128x128x64", wg="1x1x1", seg="off"),
-    DEEP: _SM90.format(l="{l}", tile="128x128x64", wg="1x1x1", seg="on"),
-    WGRAD: _SM90.format(l="{l}", tile="128x256x64", wg="2x1x1", seg="off"),
-}
-SM90_LAUNCH = {  # config -> (threads: a producer warpgroup plus the consumers, shared memory bytes)
-    FAMILY: (256, 197_632), WIDE: (256, 213_248), DEEP: (256, 213_248), WGRAD: (384, 229_376),
-}
 # Version 2's models: real configurations (their config.json), all with full multi-head
 # attention, so q, k, v and o are all hidden x hidden (the family). Params name one by
 # model_params_b (the count below) and hidden.
@@ -199,21 +204,9 @@ MODELS = {
     "Llama-2-7B": {"hidden": 4096, "layers": 32, "ffn": 11008, "vocab": 32_000},
 }
 CANONICAL_V2 = "Llama-2-13B"
-DEEPSPEED = "0.12.3"  # ZeRO-2's average_tensor issues one dist.reduce per destination partition up to here
-EV = "autograd::engine::evaluate_function: "
 SEQ_CHOICES = [128, 160, 192, 224, 256, 288, 320, 384, 448, 512]  # packed lengths; the validator keeps AI < ridge
 SEQ_DRAW = [192, 224, 256, 288, 320]  # what seeds draw from (those below the ridge at the drawn width)
 HIDDEN_BANDS = ((14.0, 4096), (22.0, 5120), (99.0, 6144))  # model size (B) -> hidden, Llama-like depth
-
-
-def _ffn(h: int) -> int:
-    """Llama's SwiGLU width: 8/3 h rounded up to a multiple of 256 (11008 at 4096, 13824 at 5120)."""
-    return 256 * math.ceil(8 * h / 3 / 256)
-
-
-def _layers(params_b: float, h: int) -> int:
-    per = 4 * h * h + 3 * h * _ffn(h) + 2 * h
-    return int(round((params_b * 1e9 - 2 * VOCAB * h) / per))
 
 
 def _param_count(layers: int, h: int) -> float:
@@ -235,28 +228,6 @@ def model_v2(params_b: float, hidden: int) -> tuple[str, dict]:
     have = "; ".join(f"{n}: model_params_b {_count(c) / 1e9:.2f}, hidden {c['hidden']}" for n, c in MODELS.items())
     raise InstanceError(f"version 2 builds real model configurations, and {params_b:g}B at hidden {hidden} is none "
                         f"of them ({have})")
-
-
-def gemm_name(cfg: str, layout: str, v2: bool) -> str:
-    return SM90_NAME[cfg].format(l=layout) if v2 else cfg + layout
-
-
-def config_of(kernel: str) -> str:
-    """A GEMM's configuration: its name without the layout (nsys lists one row per layout)."""
-    if kernel.startswith("ampere_bf16"):
-        return kernel[:-3]
-    if kernel.startswith("sm90_xmma_gemm"):
-        return re.sub(r"_(tn|nn|nt)_n_", "_", kernel)
-    return kernel
-
-
-def layout_of(kernel: str) -> str:
-    found = re.search(r"_(tn|nn|nt)(_n_|$)", kernel)
-    return found.group(1) if found else ""
-
-
-def family_label(v2: bool) -> str:
-    return config_of(gemm_name(FAMILY, "tn", v2)) if v2 else FAMILY.rstrip("_")
 
 
 def memory_v2(cfg: dict, world: int, tokens: int) -> feasibility.TrainingMemory:
@@ -388,199 +359,20 @@ class Params(ScenarioParams):
         return self
 
 
-# -- the physics of one kernel ----------------------------------------------------
-
-def _skinny_bytes(t: int, k_in: int, n_out: int, layout: str, tile_m: int, tile_n: int, refetch: float) -> float:
-    """DRAM bytes of a skinny GEMM: the weight-sized operand once per M-tile (token slice), the
-    activation strip `refetch` times per 64 N-tiles (L2 misses as the CTA columns sweep it), the
-    other activation once."""
-    w = k_in * n_out
-    if layout == "nn":  # dX[T, K] = dY[T, N] W^T: the strip is dY, swept across K columns
-        a, c, cols = t * n_out, t * k_in, k_in
-    else:  # forward tn, weight grad nt: the strip is X, swept across N columns
-        a, c, cols = t * k_in, t * n_out, n_out
-    return 2.0 * (w * math.ceil(t / tile_m) + a * refetch * (cols / tile_n) / 64 + c)
-
-
-def _gemm_shape(t: int, k_in: int, n_out: int, layout: str) -> tuple[int, int, int]:
-    """(M, N, K) as cuBLAS sees it: forward T x N_out over K_in, data grad T x K_in over N_out,
-    weight grad K_in x N_out over the T tokens."""
-    return {"tn": (t, n_out, k_in), "nn": (t, k_in, n_out), "nt": (k_in, n_out, t)}[layout]
-
-
-class _Kernel:
-    """One kernel of the micro-step recipe: its spec for the trace, its class and its times."""
-
-    __slots__ = ("spec", "cls", "base_ns", "after_ns", "dram_bytes", "param_elems")
-
-    def __init__(self, spec, cls, base_ns, after_ns, dram_bytes=0.0, param_elems=0):
-        self.spec, self.cls, self.base_ns, self.after_ns = spec, cls, base_ns, after_ns
-        self.dram_bytes, self.param_elems = dram_bytes, param_elems
-
-
-class _Recipe:
-    """The kernels of one micro-step (forward on the main thread, backward on the autograd
-    thread) with their physics durations now (T tokens) and after the fix (4T tokens)."""
-
-    def __init__(self, p: Params, gpu: physics.Gpu, model: dict | None = None, tokens: int | None = None,
-                 large: bool = False):
-        """`model`: version 2's real config (its widths, depth, vocabulary and Hopper kernel names).
-        `tokens`, `large`: the fixed build's micro-step (4 x seq tokens) and its GEMMs, compute-bound
-        under cuBLAS's large-tile kernel (only the specs are used: its times are the `after_ns`
-        of the unfixed recipe, the same physics the key's expected step comes from)."""
-        self.large = large
-        self.p, self.gpu, self.model = p, gpu, model
-        self.v2 = model is not None
-        if model is None:
-            self.h, self.f = p.hidden, _ffn(p.hidden)
-            self.layers = _layers(p.model_params_b, p.hidden)
-            self.vocab = VOCAB
-        else:
-            self.h, self.f, self.layers, self.vocab = model["hidden"], model["ffn"], model["layers"], model["vocab"]
-        self.t = tokens or p.seq
-        self.bw = gpu.mem_tbps * 1e12
-        self.peak = gpu.bf16_tflops * 1e12
-        self.fwd: list[_Kernel] = []
-        self.bwd: list[_Kernel] = []
-        self._build()
-
-    # durations, ns
-    def _gemm_ns(self, t, k_in, n_out, layout, cfg, after=False):
-        m, n, k = _gemm_shape(t, k_in, n_out, layout)
-        flops = physics.gemm_flops(m, n, k)
-        if after:
-            return max(flops / (self.peak * self.p.large_gemm_eff),
-                       LARGE_OVERFETCH * physics.gemm_bytes(m, n, k) / (self.bw * self.p.dram_frac)) * 1e9, 0.0
-        traffic = _skinny_bytes(t, k_in, n_out, layout, CONFIG[cfg][0], CONFIG[cfg][1], self.p.act_refetch)
-        return max(traffic / (self.bw * self.p.dram_frac), flops / (self.peak * ASSUMED_GEMM_EFF)) * 1e9, traffic
-
-    def _ew_ns(self, nbytes, frac=EW_BW_FRAC):
-        return (RAMP_US * 1e-6 + nbytes / (self.bw * frac)) * 1e9
-
-    def _attn_ns(self, flops, batch):
-        heads = max(1, self.h // 128)
-        ctas = math.ceil(self.t / 128) * batch * heads
-        eff = ATTN_EFF * min(1.0, ctas / self.gpu.num_sms)
-        return (ATTN_RAMP_US * 1e-6 + flops / (self.peak * eff)) * 1e9
-
-    def _config(self, weight: str, layout: str) -> str:
-        """cuBLAS's pick for each skinny GEMM, as its heuristics land on these shapes: the square
-        h x h projections get the 128x64 kernel in all three layouts; the MLP and LM-head GEMMs split
-        by what is wide: a wide output (N = ffn or vocab) 128x128, a deep reduction (K = ffn) the
-        32x5-stage 128x128, and their token-reduction weight grads the 128x256."""
-        if weight in ("q", "k", "v", "o"):
-            return FAMILY
-        if layout == "nt":
-            return WGRAD
-        wide_out = (layout == "tn" and weight in ("gate", "up", "head")) or (layout == "nn" and weight == "down")
-        return WIDE if wide_out else DEEP
-
-    def _gemm(self, op, k_in, n_out, layout, weight):
-        t = self.t
-        cfg = self._config(weight, layout)
-        m, n, k = _gemm_shape(t, k_in, n_out, layout)
-        if self.large:  # at M = 4 x seq every GEMM is compute-bound: cuBLAS's large tile
-            cfg = WGRAD
-        tile_m, tile_n, threads, smem = CONFIG[cfg]
-        regs = 168 if cfg == FAMILY else 232
-        if self.v2:
-            threads, smem = SM90_LAUNCH[cfg]
-            regs = 168
-        info = KernelInfo(grid=(max(1, -(-n // tile_n)), max(1, -(-m // tile_m)), 1), block=(threads, 1, 1),
-                          registers_per_thread=regs, shared_memory=smem)
-        now, traffic = self._gemm_ns(t, k_in, n_out, layout, cfg)
-        after, _ = self._gemm_ns(4 * t, k_in, n_out, layout, cfg, after=True)
-        spec = workload.KernelSpec(op, gemm_name(cfg, layout, self.v2), physics.gemm_flops(m, n, k),
-                                   physics.gemm_bytes(m, n, k), info, "gemm", (m, n, k))
-        grad = k_in * n_out if layout == "nt" else 0  # the weight grad lands with this kernel
-        return _Kernel(spec, "family" if cfg == FAMILY else "kindred", now, after / 4, traffic, grad)
-
-    def _ew(self, op, kernel, elems, bytes_per_elem, cls="other"):
-        blocks = max(1, min(65_535, elems // 1024))
-        spec = workload.KernelSpec(op, kernel, float(elems), float(elems * bytes_per_elem),
-                                   KernelInfo(grid=(blocks, 1, 1), block=(256, 1, 1), registers_per_thread=32), "ew")
-        return _Kernel(spec, cls, self._ew_ns(elems * bytes_per_elem), self._ew_ns(4 * elems * bytes_per_elem) / 4)
-
-    def _attn(self, op, kernel, flops, nbytes, bwd=False):
-        heads = max(1, self.h // 128)
-        info = KernelInfo(grid=(max(1, self.t // 128), 1, heads), block=(256 if bwd else 128, 1, 1),
-                          registers_per_thread=255, shared_memory=49_152 if not bwd else 98_304)
-        spec = workload.KernelSpec(op, kernel, flops, nbytes, info, "attn")
-        return _Kernel(spec, "other", self._attn_ns(flops, 1), self._attn_ns(4 * flops, 4) / 4)
-
-    def _build(self):
-        h, f, t = self.h, self.f, self.t
-        att_flops = 2.0 * t * t * h  # causal QK^T and PV
-        E = workload.ELEMENTWISE
-        ew = lambda op, key, elems, bpe: self._ew(op, E[key], elems, bpe)
-        g = self._gemm
-
-        def rms():  # HF LlamaRMSNorm in eager: fp32 pow, mean, rsqrt, scale, then the bf16 weight
-            return [ew("aten::pow", "pow", t * h, 8), ew("aten::mean", "mean", t * h, 4),
-                    ew("aten::rsqrt", "rsqrt", t, 8), ew("aten::mul", "mul_f32", t * h, 12),
-                    ew("aten::mul", "mul", t * h, 6)]
-
-        def rms_b():
-            return [ew(EV + "MulBackward0", "mul", t * h, 6), ew(EV + "MulBackward0", "mul_f32", t * h, 12),
-                    ew(EV + "RsqrtBackward0", "mul_f32", t, 12), ew(EV + "MeanBackward1", "mul_f32", t * h, 8),
-                    ew(EV + "PowBackward0", "mul_f32", t * h, 12), ew(EV + "ToCopyBackward0", "copy", t * h, 6)]
-
-        layer = rms()
-        layer += [g("aten::mm", h, h, "tn", "q") for _ in range(1)] + [g("aten::mm", h, h, "tn", "k"),
-                                                                        g("aten::mm", h, h, "tn", "v")]
-        layer += [ew("aten::mul", "mul", 2 * t * h, 6), ew("aten::neg", "neg", t * h, 4),
-                  ew("aten::cat", "cat", 2 * t * h, 4), ew("aten::add", "add", 2 * t * h, 6),
-                  self._attn("FlashAttnFunc", workload.FLASH["fwd"], att_flops, 8.0 * t * h),
-                  g("aten::mm", h, h, "tn", "o"), ew("aten::add", "add", t * h, 6)]
-        layer += rms()
-        layer += [g("aten::mm", h, f, "tn", "gate"), g("aten::mm", h, f, "tn", "up"),
-                  ew("aten::silu", "silu", t * f, 4), ew("aten::mul", "mul", t * f, 6),
-                  g("aten::mm", f, h, "tn", "down"), ew("aten::add", "add", t * h, 6)]
-        self.fwd = ([ew("aten::embedding", "embedding", t * h, 4)] + layer * self.layers + rms()
-                    + [g("aten::mm", h, self.vocab, "tn", "head"),
-                       ew("aten::_log_softmax", "softmax_xent", t * self.vocab, 8)])
-
-        mm = EV + "MmBackward0"
-        fb = EV + "FlashAttnFuncBackward"
-        layer = [ew(EV + "AddBackward0", "add", t * h, 6), g(mm, f, h, "nn", "down"), g(mm, f, h, "nt", "down"),
-                 ew(EV + "MulBackward0", "mul", t * f, 6), ew(EV + "MulBackward0", "mul", t * f, 6),
-                 ew(EV + "SiluBackward0", "silu", t * f, 6)]
-        for w in ("gate", "up"):
-            layer += [g(mm, h, f, "nn", w), g(mm, h, f, "nt", w)]
-        layer += [ew(EV + "AddBackward0", "add", t * h, 6)] + rms_b() + [ew(EV + "AddBackward0", "add", t * h, 6),
-                                                                          g(mm, h, h, "nn", "o"),
-                                                                          g(mm, h, h, "nt", "o")]
-        layer += [self._ew(fb, workload.FLASH["bwd_dot"], t * h, 6),
-                  self._attn(fb, workload.FLASH["bwd"], 2.5 * att_flops, 16.0 * t * h, bwd=True),
-                  self._ew(fb, workload.FLASH["bwd_convert"], t * h, 6),
-                  ew(EV + "MulBackward0", "mul", 2 * t * h, 6), ew(EV + "CatBackward0", "neg", t * h, 4),
-                  ew(EV + "AddBackward0", "add", 2 * t * h, 6)]
-        for w in ("q", "k", "v"):
-            layer += [g(mm, h, h, "nn", w), g(mm, h, h, "nt", w)]
-        layer += [ew(EV + "AddBackward0", "add", t * h, 6), ew(EV + "AddBackward0", "add", t * h, 6)] + rms_b()
-        self.bwd = ([ew(EV + "LogSoftmaxBackward0", "mul_f32", t * self.vocab, 12), g(mm, h, self.vocab, "nn", "head"),
-                     g(mm, h, self.vocab, "nt", "head")] + rms_b() + layer * self.layers
-                    + [ew(EV + "EmbeddingBackward0", "sum", t * h, 4)])
-        self.bwd[-1] = _Kernel(self.bwd[-1].spec, "other", self.bwd[-1].base_ns, self.bwd[-1].after_ns,
-                               param_elems=self.vocab * h)
-
-    def arrays(self, kernels):
-        return (np.array([k.base_ns for k in kernels]), np.array([k.after_ns for k in kernels]),
-                np.array([k.cls for k in kernels]))
-
-
 # -- emitting --------------------------------------------------------------------
 
 def _phase(b: TraceBuilder, *, pid: int, tid: int, stream: int, ops: np.ndarray, kernels: np.ndarray,
            dur_ns: np.ndarray, cpu_t0: int, gpu_t0: int, overhead: np.ndarray, launch: np.ndarray,
            gap: np.ndarray | int, free_after: np.ndarray | None = None,
-           pending: np.ndarray | None = None, latency: np.ndarray | int = 3_000) -> Launched:
+           pending: np.ndarray | None = None, latency: np.ndarray | int = 3_000, **tree) -> Launched:
     """launch_phase with CPU time left free after chosen ops (`free_after`, ns: the thread
-    launches ZeRO-2's reduce-scatters there; version 2 also the Python between ops)."""
+    launches ZeRO-2's reduce-scatters there; version 2 also the Python between ops). `tree`
+    (version 2): each launch's op tree, its autograd numbering, the pass and the room its closes
+    may take (launch_phase's tree, autograd, backward, tree_room_ns)."""
     done = launch_phase(b, host_pid=pid, cpu_tid=tid, gpu_pid=0, stream=stream, op_names=ops, kernel_names=kernels,
                         kernel_dur_ns=dur_ns, cpu_t0=cpu_t0, gpu_t0=gpu_t0, op_overhead_ns=overhead,
                         launch_ns=launch, gpu_gap_ns=gap, free_after_ns=free_after, pending_kernel_start=pending,
-                        launch_latency_ns=latency)
+                        launch_latency_ns=latency, **tree)
     return done
 
 
@@ -594,12 +386,13 @@ def _overheads(rng: np.random.Generator, n: int, mean_us: float, timing: hosttim
     return overhead, timing.launch_calls_ns(rng, n, mean_us=LAUNCH_MEAN_US)
 
 
-def _host_v2(rng: np.random.Generator, timing: hosttime.HostTiming, n: int) -> dict:
+def _host_v2(rng: np.random.Generator, timing: hosttime.HostTiming, n: int, median_us: float | None = None) -> dict:
     """Version 2's per-launch host timing: the kernel's start after its launch returns (idle
     GPU), and the Python and dispatcher time between one op's end and the next op's start
-    (never zero on a real thread)."""
+    (never zero on a real thread; `median_us`: the autograd engine's, on the backward thread)."""
     return {"latency": timing.launch_latency_ns(rng, n),
-            "between": hosttime._lognormal_ns(rng, n, BETWEEN_FLOOR_US, BETWEEN_MEDIAN_US, BETWEEN_SIGMA, 1_000.0)}
+            "between": hosttime._lognormal_ns(rng, n, BETWEEN_FLOOR_US, median_us or BETWEEN_MEDIAN_US, BETWEEN_SIGMA,
+                                              1_000.0)}
 
 
 def _last_copy_start(b: TraceBuilder) -> int:
@@ -617,118 +410,8 @@ BETWEEN_MEAN_US = BETWEEN_FLOOR_US + (BETWEEN_MEDIAN_US - BETWEEN_FLOOR_US) * ma
 MEAN_GAP_US = 2.6  # hosttime.MEASURED_2's mean gap between back-to-back kernels
 CPU_MARGIN = 1.2  # version 2 draws: the forward's mean kernel over the host's time per op
 COMM_SHARE = 0.9  # version 2 draws: the gradient reduce over the GPU's micro-step
-COMM_CPU_NS = 115_000  # c10d::_reduce_scatter_base_ and what it nests, on the autograd thread
-
-
-def _reduce_scatter(b: TraceBuilder, *, pid: int, tid: int, stream: int, world: int, cpu_at: np.ndarray,
-                    gpu_ready: np.ndarray, elems: np.ndarray, dur_ns: np.ndarray, nccl_free: int) -> np.ndarray:
-    """Version 1: one bucketed reduce-scatter per bucket, launched in the CPU window at `cpu_at`; the
-    NCCL stream waits on an event recorded when the bucket's last gradient landed. Returns kernel starts."""
-    n = len(cpu_at)
-    ranks = str(list(range(world)))
-    coll = [{"Collective name": "_reduce_scatter_base", "In msg nelems": int(e), "Out msg nelems": int(e) // world,
-             "Group size": world, "dtype": "BFloat16", "In split size": "[]", "Out split size": "[]",
-             "Process Group Name": "0", "Process Group Description": "default_pg", "Process Group Ranks": ranks}
-            for e in elems.tolist()]
-    b.add(Kind.CPU, "cpu_op", "c10d::_reduce_scatter_base_", pid, tid, cpu_at + 2_000, 110_000,
-          ext=b.external_ids(n))
-    b.add(Kind.CPU, "cpu_op", "record_param_comms", pid, tid, cpu_at + 7_000, 100_000, ext=b.external_ids(n),
-          extra=[{**c, "Global rank start": 0, "Global rank stride": 1} for c in coll])
-    b.add(Kind.CPU, "user_annotation", "nccl:_reduce_scatter_base", pid, tid, cpu_at + 20_000, 85_000,
-          ext=b.external_ids(n))
-    b.add(Kind.RUNTIME, "cuda_runtime", "cudaEventRecord", pid, tid, cpu_at + 25_000, 3_000,
-          ext=b.external_ids(n), corr=b.correlation_ids(n))
-    b.add(Kind.RUNTIME, "cuda_runtime", "cudaStreamWaitEvent", pid, tid, cpu_at + 31_000, 3_000,
-          ext=b.external_ids(n), corr=b.correlation_ids(n))
-    corr, ext = b.correlation_ids(n), b.external_ids(n)
-    b.add(Kind.RUNTIME, "cuda_runtime", "cudaLaunchKernel", pid, tid, cpu_at + 45_000, 9_000, ext=ext, corr=corr)
-    ready = np.maximum(cpu_at + 54_000 + 3_000, gpu_ready + 4_000)
-    start = in_order(ready, dur_ns, 2_000, nccl_free)
-    name = b.kernel(NCCL_RS, KernelInfo(grid=(24, 1, 1), block=(640, 1, 1), registers_per_thread=96,
-                                        shared_memory=87_568))
-    b.add(Kind.KERNEL, "kernel", np.full(n, name, np.int32), 0, stream, start, dur_ns, ext=ext, corr=corr,
-          extra=coll)
-    return start
-
-
-
-REDUCE_CPU_NS = 52_000  # version 2: one dist.reduce (c10d::reduce_ and what it nests) on the autograd thread
-BUCKET_CPU_NS = 14_000  # version 2: average_tensor's stream.wait_stream and slicing before a bucket's reduces
-
-
-def partition_slices(bucket_elems: np.ndarray, total: int, world: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """DeepSpeed <= 0.12.3's average_tensor: each gradient bucket is cut where it crosses a
-    rank's partition of the flat gradient, and each piece is reduced to the rank that owns it.
-    Buckets fill in backward order, which is the flat buffer (parameter order) read from its
-    end, so bucket i covers [total - cum_i, total - cum_{i-1}). Returns per reduce: its bucket,
-    its element count and its destination rank, in issue order (ascending offset in the bucket)."""
-    part = -(-total // world)
-    bucket, elems, dst = [], [], []
-    hi = total
-    for i, e in enumerate(np.asarray(bucket_elems).tolist()):
-        lo = hi - int(e)
-        cuts = [lo] + [c for c in range((lo // part + 1) * part, hi, part)] + [hi]
-        for a, z in zip(cuts[:-1], cuts[1:]):
-            bucket.append(i)
-            elems.append(z - a)
-            dst.append(a // part)
-        hi = lo
-    return np.array(bucket, np.int64), np.array(elems, np.int64), np.array(dst, np.int64)
-
-
-def _reduces_v2(b: TraceBuilder, *, pid: int, tid: int, stream: int, world: int, cpu_at: np.ndarray,
-                gpu_ready: np.ndarray, slices: tuple[np.ndarray, np.ndarray, np.ndarray], dur_ns: np.ndarray,
-                nccl_free: int, rng: np.random.Generator, timing: hosttime.HostTiming) -> np.ndarray:
-    """Version 2's ZeRO-2 gradient reduction, as DeepSpeed 0.12.3 issues it with overlap_comm:
-    per bucket, the reduction stream waits on the compute stream (cudaEventRecord +
-    cudaStreamWaitEvent), then one async dist.reduce per partition the bucket spans (c10d::reduce_,
-    record_param_comms, the NCCL annotation, the launch), each row's offset and length varied as
-    measured. Returns the kernels' starts."""
-    bucket, elems, dst = slices
-    nb, n = len(cpu_at), len(elems)
-    jit = lambda *shape: np.clip(rng.lognormal(0.0, 0.1, shape), 0.75, 1.35)  # noqa: E731
-    ev = jit(nb, 3) * [3_000, 3_000, 2_500]
-    rec0 = cpu_at + ev[:, 0].astype(np.int64)
-    rec_d = timing.launch_calls_ns(rng, nb, mean_us=2.5)
-    wait0 = rec0 + rec_d + ev[:, 2].astype(np.int64)
-    wait_d = timing.launch_calls_ns(rng, nb, mean_us=2.5)
-    first = np.r_[0, np.flatnonzero(np.diff(bucket)) + 1]
-    k = np.arange(n) - np.repeat(first, np.diff(np.r_[first, n]))  # the reduce's place in its bucket
-    t0 = (wait0 + wait_d)[bucket] + 2_000 + k * REDUCE_CPU_NS
-    steps = jit(n, 4) * [2_000, 4_000, 9_000, 8_000]  # c10d op, record_param_comms, annotation, launch
-    off = np.cumsum(steps, axis=1)
-    launch = timing.launch_calls_ns(rng, n)
-    tail = jit(n, 3) * [9_000, 1_500, 3_000]
-    total = off[:, -1] + launch + tail.sum(axis=1)
-    scale = np.minimum(1.0, (REDUCE_CPU_NS - 2_500) / total)  # never into the next reduce's window
-    off, launch, tail = (off * scale[:, None]).astype(np.int64), (launch * scale).astype(np.int64), \
-        (tail * scale[:, None]).astype(np.int64)
-    c10d, rpc, ann, ln0 = (t0 + off[:, j] for j in range(4))
-    ann_end = ln0 + launch + tail[:, 0]
-    rpc_end = ann_end + tail[:, 1]
-    c10d_end = rpc_end + tail[:, 2]
-    ranks = str(list(range(world)))
-    coll = [{"Collective name": "reduce", "In msg nelems": int(e), "Out msg nelems": int(e), "Group size": world,
-             "dtype": "BFloat16", "In split size": "[]", "Out split size": "[]", "Process Group Name": "0",
-             "Process Group Description": "default_pg", "Process Group Ranks": ranks} for e in elems.tolist()]
-    b.add(Kind.RUNTIME, "cuda_runtime", "cudaEventRecord", pid, tid, rec0, rec_d, ext=b.external_ids(nb),
-          corr=b.correlation_ids(nb))
-    b.add(Kind.RUNTIME, "cuda_runtime", "cudaStreamWaitEvent", pid, tid, wait0, wait_d, ext=b.external_ids(nb),
-          corr=b.correlation_ids(nb))
-    b.add(Kind.CPU, "cpu_op", "c10d::reduce_", pid, tid, c10d, c10d_end - c10d, ext=b.external_ids(n))
-    b.add(Kind.CPU, "cpu_op", "record_param_comms", pid, tid, rpc, rpc_end - rpc, ext=b.external_ids(n),
-          extra=[{**c, "Global rank start": 0, "Global rank stride": 1} for c in coll])
-    b.add(Kind.CPU, "user_annotation", "nccl:reduce", pid, tid, ann, ann_end - ann, ext=b.external_ids(n))
-    corr, ext = b.correlation_ids(n), b.external_ids(n)
-    b.add(Kind.RUNTIME, "cuda_runtime", "cudaLaunchKernel", pid, tid, ln0, launch, ext=ext, corr=corr)
-    ready = np.maximum(ln0 + launch + timing.launch_latency_ns(rng, n),
-                       gpu_ready[bucket] + timing.kernel_gaps_ns(rng, n))
-    start = in_order(ready, dur_ns, timing.kernel_gaps_ns(rng, n), nccl_free)
-    name = b.kernel(NCCL_REDUCE, KernelInfo(grid=(24, 1, 1), block=(640, 1, 1), registers_per_thread=96,
-                                            shared_memory=87_568))
-    b.add(Kind.KERNEL, "kernel", np.full(n, name, np.int32), 0, stream, start, dur_ns, ext=ext, corr=corr,
-          extra=coll)
-    return start
+CLOSE_ROOM_NS = 4_500  # a backward node closes within a third of this after its launching op
+OP_TREE = True  # version 2 emits the op tree; tests turn it off to see the flat build's kernels
 
 
 def _merged(starts: list[np.ndarray], ends: list[np.ndarray]):
@@ -779,25 +462,10 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
     base_f, after_f, cls_f = rec.arrays(rec.fwd)
     base_b, after_b, cls_b = rec.arrays(rec.bwd)
 
-    # ZeRO-2 buckets: gradients land in backward order; a bucket closes with the kernel that fills it.
-    grad_pos = np.flatnonzero([k.param_elems > 0 for k in rec.bwd])
-    grad_elems = np.array([rec.bwd[i].param_elems for i in grad_pos], np.int64)
-    cap = int(p.bucket_melem * 1e6)
-    cum = np.cumsum(grad_elems)
-    bucket_of = (cum - 1) // cap
-    closes = np.flatnonzero(np.r_[bucket_of[1:] != bucket_of[:-1], True])
-    close_pos = grad_pos[closes]
-    bucket_elems = np.diff(np.r_[0, cum[closes]])
-    free_after = np.zeros(len(rec.bwd), np.int64)
-    free_after[close_pos] = COMM_CPU_NS
     busbw = gpu.busbw_gbps * p.rs_busbw_frac
-    rs_ns = ((n_ranks - 1) / n_ranks * bucket_elems * physics.BF16_BYTES / (busbw * 1e9) * 1e9 + 25_000)
-    slices = None
-    if v2:  # DeepSpeed 0.12.3: a ring reduce per partition a bucket spans; each rank sends the slice once
-        slices = partition_slices(bucket_elems, int(grad_elems.sum()), n_ranks)
-        per_bucket = np.bincount(slices[0], minlength=len(bucket_elems))
-        free_after[close_pos] = BUCKET_CPU_NS + per_bucket * REDUCE_CPU_NS
-        rs_ns = slices[1] * physics.BF16_BYTES / (busbw * 1e9) * 1e9 + 25_000
+    bk = _zero.buckets([k.param_elems for k in rec.bwd], p.bucket_melem, n_ranks, busbw, v2)
+    grad_pos, closes, close_pos, bucket_elems = bk.grad_pos, bk.closes, bk.close_pos, bk.bucket_elems
+    free_after, rs_ns, slices = bk.free_after, bk.rs_ns, bk.slices
 
     b, pid, t0 = new_builder(rng, gpu, rank=0, world=n_ranks, visible_gpus=n_ranks)
     autograd_tid = pid + int(rng.integers(20, 60))
@@ -812,6 +480,16 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
         base_f, base_b = after_f * 4, after_b * 4
     ops_f, ker_f = workload.intern(b, [k.spec for k in shown.fwd])
     ops_b, ker_b = workload.intern(b, [k.spec for k in shown.bwd])
+    tree_f, tree_b, autograd = {}, {}, None
+    if v2:  # the op tree around each launch, record_shapes, the profiler's numbering (docstring)
+        first_seq, first_ev = int(rng.integers(1_000, 60_000)), int(rng.integers(2_000, 40_000))
+        if OP_TREE:
+            b.number_ops(first_ev_idx=first_ev)
+            autograd = optree.Autograd(b, first_seq)
+            widths = (shown.h, shown.f, shown.vocab)
+            tree_f = {"tree": [optree.tree_for(k.spec, widths) for k in shown.fwd], "autograd": autograd}
+            tree_b = {"tree": [optree.tree_for(k.spec, widths) for k in shown.bwd], "autograd": autograd,
+                      "backward": True}
 
     first_step = int(rng.integers(200, 5_000))
     gap_ns = int(p.kernel_gap_us * 1e3)
@@ -828,6 +506,8 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
     lead, blocked, kgaps = [], [], []
     for i in range(p.steps):
         s0 = now
+        if autograd is not None:  # each micro-step's backward takes back its own forward's numbers
+            autograd.made.clear()
         dl_end = now + h(p.host_prologue_ms * 0.45e6)
         cpu_span(b, "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", pid, pid, now + h(40_000), dl_end)
         h2d_bytes = tokens * 8 * 2  # int64 input ids and labels
@@ -847,27 +527,55 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
                   else rng.integers(int(gap_ns * 0.8), int(gap_ns * 1.2) + 1, len(f_ns)))
         f = _phase(b, pid=pid, tid=pid, stream=7, ops=ops_f, kernels=ker_f, dur_ns=f_ns, cpu_t0=launch_t0,
                    gpu_t0=h2d_start + h2d_ns + (int(gaps_f[0]) if v2 else gap_ns), overhead=oh, launch=ln,
-                   gap=gaps_f, free_after=host_f.get("between"), latency=host_f.get("latency", 3_000))
+                   gap=gaps_f, free_after=host_f.get("between"), latency=host_f.get("latency", 3_000), **tree_f)
         cpu_span(b, "DeepSpeedEngine.forward", pid, pid, launch_t0 - h(2_000), f.cpu_end + h(3_000))
         oh, ln = _overheads(rng, len(b_ns), p.op_overhead_us, timing, v2)
-        host_b = _host_v2(rng, timing, len(b_ns)) if v2 else {}
+        host_b = _host_v2(rng, timing, len(b_ns), _zero.ENGINE_MEDIAN_US) if v2 else {}
         gaps_b = (timing.kernel_gaps_ns(rng, len(b_ns)) if v2
                   else rng.integers(int(gap_ns * 0.8), int(gap_ns * 1.2) + 1, len(b_ns)))
+        cpu_after = free_after
+        if v2:  # after a weight's gradient node: the engine's gap, its AccumulateGrad with DeepSpeed's hook
+            # inside (and a full bucket's reduces in that hook), then the engine's gap to the next node
+            hook, after = np.zeros(len(b_ns), np.int64), np.zeros(len(b_ns), np.int64)
+            hook[grad_pos] = hosttime._lognormal_ns(rng, len(grad_pos), _zero.HOOK_FLOOR_US, _zero.HOOK_MEDIAN_US,
+                                                    _zero.HOOK_SIGMA, 1_000.0)
+            after[grad_pos] = hosttime._lognormal_ns(rng, len(grad_pos), BETWEEN_FLOOR_US, _zero.ENGINE_MEDIAN_US,
+                                                     BETWEEN_SIGMA, 1_000.0)
+            cpu_after = free_after + host_b["between"] + hook + after
+            if tree_b:  # the nodes close in the engine's first µs after the launching op
+                tree_b["tree_room_ns"] = np.minimum(host_b["between"], CLOSE_ROOM_NS)
         bw = _phase(b, pid=pid, tid=autograd_tid, stream=7, ops=ops_b, kernels=ker_b, dur_ns=b_ns,
                     cpu_t0=f.cpu_end + h(30_000), gpu_t0=f.gpu_end + (int(gaps_b[0]) if v2 else gap_ns), overhead=oh,
-                    launch=ln, gap=gaps_b, free_after=free_after + host_b["between"] if v2 else free_after,
-                    pending=f.kernel_start, latency=host_b.get("latency", 3_000))
-        bw_span_end = int(bw.op_end.max()) + (int(free_after[-1]) if v2 else COMM_CPU_NS) + h(20_000)
-        cpu_span(b, "DeepSpeedEngine.backward", pid, pid, f.cpu_end + h(10_000), bw_span_end)
+                    launch=ln, gap=gaps_b, free_after=cpu_after, pending=f.kernel_start,
+                    latency=host_b.get("latency", 3_000), **tree_b)
+        bw_span_end = int(bw.op_end.max()) + (int(free_after[-1]) if v2 else _zero.COMM_CPU_NS) + h(20_000)
+        bw_span_start = f.cpu_end + h(10_000)
+        if not v2:
+            cpu_span(b, "DeepSpeedEngine.backward", pid, pid, bw_span_start, bw_span_end)
         rs_dur = (rs_ns * rng.normal(1.0, 0.01, len(rs_ns)).clip(0.97, 1.03)).astype(np.int64)
         if v2:
-            rs_start = _reduces_v2(b, pid=pid, tid=autograd_tid, stream=nccl_stream, world=n_ranks,
-                                   cpu_at=bw.op_end[close_pos], gpu_ready=bw.kernel_end[close_pos], slices=slices,
-                                   dur_ns=rs_dur, nccl_free=nccl_free, rng=rng, timing=timing)
+            acc_start = bw.op_end[grad_pos] + host_b["between"][grad_pos]
+            acc_hook = hook[grad_pos]
+            reduce_at = acc_start[closes] + (acc_hook[closes] * _zero.HOOK_REDUCE_AT).astype(np.int64)
+            rs_start, rs_host_end = _zero.reduces(b, pid=pid, tid=autograd_tid, stream=nccl_stream, world=n_ranks,
+                                                  cpu_at=reduce_at, gpu_ready=bw.kernel_end[close_pos], slices=slices,
+                                                  dur_ns=rs_dur, nccl_free=nccl_free, rng=rng, timing=timing,
+                                                  shapes=OP_TREE)
+            acc_end = acc_start + acc_hook + free_after[grad_pos]
+            last = np.zeros(len(closes), np.int64)
+            np.maximum.at(last, slices[0], rs_host_end)
+            acc_end[closes] = np.maximum(acc_end[closes], last + 500)  # a long launch call's tail stays inside
+            if tree_b:
+                weights = [[k.param_elems // shown.h, shown.h] if k.spec.op.endswith("EmbeddingBackward0")
+                           else _zero.weight_shape(k.spec.shape) for k in np.array(shown.bwd)[grad_pos]]
+                _zero.accumulate_grad(b, pid=pid, tid=autograd_tid, start=acc_start, core=acc_hook, end=acc_end,
+                                      shapes=weights)
+            bw_span_end = max(bw_span_end, int(acc_end[-1]) + 2_000)
+            cpu_span(b, "DeepSpeedEngine.backward", pid, pid, bw_span_start, bw_span_end)
         else:
-            rs_start = _reduce_scatter(b, pid=pid, tid=autograd_tid, stream=nccl_stream, world=n_ranks,
-                                       cpu_at=bw.op_end[close_pos], gpu_ready=bw.kernel_end[close_pos],
-                                       elems=bucket_elems, dur_ns=rs_dur, nccl_free=nccl_free)
+            rs_start = _zero.reduce_scatter_v1(b, pid=pid, tid=autograd_tid, stream=nccl_stream, world=n_ranks,
+                                               cpu_at=bw.op_end[close_pos], gpu_ready=bw.kernel_end[close_pos],
+                                               elems=bucket_elems, dur_ns=rs_dur, nccl_free=nccl_free)
         nccl_free = int(rs_start[-1] + rs_dur[-1])
         item_t0 = bw_span_end + h(10_000)
         if v2:  # the copy lands where sync_on_loss puts it: read it back off the builder's last copy
@@ -1067,7 +775,7 @@ def _write_key(p, gpu, rec, seed, trace, steps, observations, v, rng, mean_f, me
     step, after = v["step_ms"], v["after_ms"]
     v2 = rec.v2
     fam = family_label(v2)
-    nccl_name = NCCL_REDUCE if v2 else NCCL_RS
+    nccl_name = _zero.NCCL_REDUCE if v2 else _zero.NCCL_RS
     coll = "reduce" if v2 else "reduce-scatter"
     sh, by, ab = v["share"], v["by"], v["after_by"]
     params_b = v["n_params"] / 1e9
@@ -1077,7 +785,7 @@ def _write_key(p, gpu, rec, seed, trace, steps, observations, v, rng, mean_f, me
     achieved = v["flops_step"] / (step / 1e3) / 1e12
     model = (f"{model_v2(p.model_params_b, h)[0]} ({rec.layers} layers, hidden {h})" if v2 else
              f"{params_b:.0f}B-parameter dense decoder ({rec.layers} layers, hidden {h})")
-    zero = f"DeepSpeed {DEEPSPEED} ZeRO-2" if v2 else "ZeRO-2"
+    zero = f"DeepSpeed {_zero.DEEPSPEED} ZeRO-2" if v2 else "ZeRO-2"
     brief = (f"{n_ranks}x {gpu.key} ({gpu.interconnect}), {model}, full fine-tune in BF16 with {zero} and "
              f"gradient accumulation: micro-batch 1 x "
              f"{t} tokens per micro-step (after a packing change), {p.grad_accum} micro-steps per optimizer step. "
@@ -1218,7 +926,7 @@ def _write_key(p, gpu, rec, seed, trace, steps, observations, v, rng, mean_f, me
         row = totals.setdefault(name, [0.0, 0])
         row[0] += d
         row[1] += 1
-    nccl_name = NCCL_REDUCE if rec.v2 else NCCL_RS
+    nccl_name = _zero.NCCL_REDUCE if rec.v2 else _zero.NCCL_RS
     totals[nccl_name] = [v["nccl_ms"] * 1e6, v["buckets"]]
     all_ns = sum(r[0] for r in totals.values())
     kern_sum = [{"time_pct": round(r[0] / all_ns * 100, 1), "total_ns": int(r[0] * p.steps),

@@ -90,6 +90,12 @@ PATHOLOGY_SHAPED = {
     ("launch-bound", "launch_delay_us"): ("a fifth of the kernels are launched while a weight GEMV still runs and "
                                           "wait behind it, up to its length; the others start within ~3 µs of "
                                           "their launch call's return, a few before it, as on the real traces"),
+    ("skinny-gemm", "launch_delay_us"): ("the GPU is the bottleneck: only each micro-step's first layer is launched onto "
+                                         "a GPU not far behind the host (it idles at the step boundary); a kernel "
+                                         "launched while those first GEMMs run waits behind them, up to their length "
+                                         "(20-50 µs), and every later launch runs milliseconds ahead, outside the "
+                                         "window; the real traces, far from GPU-bound, launch most kernels onto an "
+                                         "idle GPU"),
     ("prefill", "launch_delay_us"): ("the short prompts' prefills run eager and about as fast as the host launches "
                                      "them: a kernel launched while a layer's weight GEMM still runs waits behind "
                                      "it, up to its length (20-50 µs); the decode graph and the long prefill, far "
