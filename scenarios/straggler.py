@@ -106,6 +106,16 @@ Version 2 (current): FSDP as it runs, and the host as real traces show it.
   record and waits, the gap between steps) varied step to step; all ranks on one clock,
   each rank's draws its own; every rank's trace is emitted together, one collective at a
   time, and the key is read back from what was emitted.
+- The op tree around each launch (app/trace/optree.py, as ddp version 3 has it): aten::linear >
+  aten::t's views and aten::matmul > aten::mm, `autograd::engine::evaluate_function: MmBackward0`
+  in backward, record_shapes' Input Dims (also on the c10d ops), Record function ids, sequence
+  numbers and fwdbwd flows; ~3.1 ops per launch (real eager traces 2.0-5.3). Around the
+  collectives, FSDP's own rows (torch/distributed/fsdp/_runtime_utils.py): each layer's
+  `FullyShardedDataParallel.forward` > `_pre_forward` > `_pre_forward_prefetch` (> `rate_limiter`
+  on limit_all_gathers' cudaEventSynchronize), `_post_forward`; `_pre_backward_hook` >
+  `_pre_backward_prefetch`; each reduce-scatter inside the flat parameter's AccumulateGrad
+  evaluate_function > `_post_backward_hook`. All of it lies in CPU time the rows already had:
+  no kernel, launch or key figure moves.
 - The fixed build (`fixed=True`): the same instance with rank 3's clock restored.
 
 Versions: 1, one exposed all-reduce per step (built still, byte for byte, for what was
@@ -124,6 +134,7 @@ from pydantic import model_validator
 from app import feasibility, hosttime, physics, training, workload
 from app.scenario import (Built, Hint, InstanceError, Scenario, ScenarioParams, building, fixed, gpu_clock_report,
                           make_key, new_builder, obs, param, trace_start_ns)
+from app.trace import optree
 from app.trace.builder import Kind, KernelInfo, Trace
 from app.trace.emit import cpu_span, launch_phase, memcpy
 from app.scoring.rubric import Rubric
@@ -785,12 +796,18 @@ def _collective_rows(rows: _Rows, topo, tid: int, h, cpu_t0: int, ag: bool, shar
     t_nccl_end = t_launch + h(40_000)
     t_rec_end = t_nccl_end + h(10_000)
     t_end = t_rec_end + h(10_000)
+    # record_shapes: the op's output and input tensors (as a sampled HTA trace writes an
+    # _allgather_base_), record_param_comms' input, the nccl: range's input
+    out_n, in_n = (full, shard_nelems) if ag else (shard_nelems, full)
+    bf16 = optree.BF16
     rows.put(Kind.CPU, "cpu_op", "c10d::_allgather_base_" if ag else "c10d::_reduce_scatter_base_", pid, tid,
-             cpu_t0, t_end)
+             cpu_t0, t_end, extra={"Input Dims": [[out_n], [in_n], []], "Input type": [bf16, bf16, ""]})
     rows.put(Kind.CPU, "cpu_op", "record_param_comms", pid, tid, cpu_t0 + t_rec, t_rec_end - t_rec,
-             extra={**coll, "Global rank start": 0, "Global rank stride": 1})
+             extra={**coll, "Global rank start": 0, "Global rank stride": 1,
+                    "Input Dims": [[in_n], [], [], [], [], [], []],
+                    "Input type": [bf16, "Scalar", "Scalar", "Scalar", "", "", ""]})
     rows.put(Kind.CPU, "user_annotation", "nccl:_all_gather_base" if ag else "nccl:_reduce_scatter_base", pid, tid,
-             cpu_t0 + t_nccl, t_nccl_end - t_nccl)
+             cpu_t0 + t_nccl, t_nccl_end - t_nccl, extra={"Input Dims": [[in_n]], "Input type": [bf16]})
     rows.put(Kind.RUNTIME, "cuda_runtime", "cudaEventRecord", pid, tid, cpu_t0 + t_ev,
              min(h(3_000), t_wait - t_ev - 500), corr=int(b.correlation_ids(1)[0]))
     rows.put(Kind.RUNTIME, "cuda_runtime", "cudaStreamWaitEvent", pid, tid, cpu_t0 + t_wait, h(3_000),
@@ -800,6 +817,128 @@ def _collective_rows(rows: _Rows, topo, tid: int, h, cpu_t0: int, ag: bool, shar
     ext = rows.put(Kind.RUNTIME, "cuda_runtime", "cudaLaunchKernel", pid, tid, cpu_t0 + t_launch, launch_ns,
                    corr=corr)
     return cpu_t0 + t_end, cpu_t0 + t_launch + launch_ns, corr, ext, coll
+
+
+# The op trees' closes take at most 1/TREE_CLOSE_DIV of the Python time after each op
+# (optree.emit; 3 elsewhere): this file's per-layer phases and collectives already split the
+# host's between-op time, and a third more would put its median (~10 µs) under what real
+# traces allow (fidelity: >= 11.3 µs); a sixteenth (~1 µs for a median op, as torch's own
+# closes take) keeps it at ~12 µs, near the flat build's 13.
+TREE_CLOSE_DIV = 16
+
+
+def _tree_close_ns(free_ns: int) -> int:
+    """How far past its launching op's end a phase's last tree may close: its share of the
+    Python time after it (optree._layout), and a backward GEMM pair's node and evaluate_function
+    closing up to 2 x 400 ns after that (optree.emit)."""
+    return free_ns // TREE_CLOSE_DIV + 2 * min(400, free_ns // 6) + 64
+
+
+@dataclass
+class _Block:
+    """A stretch of one thread's CPU time the build emitted (a collective's rows, a stream
+    wait, a layer's launches up to where their op trees close), or one the FSDP hooks add."""
+
+    kind: str  # fence, sync, coll, wait, ops; post_forward, acc_node, free_event, post_bwd_prefetch
+    name: str  # the collective or segment it belongs to (AG_f3, F3, RS3, ...)
+    start: int
+    end: int
+
+
+# Where a hook opens or closes in the idle time between two blocks, by nesting depth: the
+# outer ones open first and close last, each a few percent of the gap apart, so the spans
+# nest strictly however short the gap (>= ~450 ns here: a stream wait and the op after it).
+def _open_at(a: int, z: int, depth: int) -> int:
+    return a + int((z - a) * (0.55 + 0.08 * depth))
+
+
+def _close_at(a: int, z: int, depth: int) -> int:
+    return a + int((z - a) * (0.45 - 0.08 * depth))
+
+
+FSDP = "FullyShardedDataParallel."
+ACC_GRAD = "torch::autograd::AccumulateGrad"
+
+
+def _fsdp_hooks(R: dict, S: dict, layers: int) -> None:
+    """FSDP's own rows around one step's collectives and layers on one rank, as FSDP (the
+    FullyShardedDataParallel wrapper, torch/distributed/fsdp/_runtime_utils.py) records them:
+    each layer's `FullyShardedDataParallel.forward` > `_pre_forward` > `_pre_forward_prefetch`
+    (forward_prefetch: the next layer's all-gather, behind `rate_limiter` where
+    limit_all_gathers blocks on cudaEventSynchronize) and the stream wait, the layer's ops,
+    `_post_forward` (resharding records the free event); in backward `_pre_backward_hook` >
+    `_pre_backward_prefetch` (BACKWARD_PRE: the next layer's all-gather) and the wait, and
+    after a layer's gradients the flat parameter's AccumulateGrad node, whose post hook
+    `_post_backward_hook` records the free event, runs `_post_backward_prefetch` and issues
+    the reduce-scatter. Every row is laid in the idle time between what the build emitted
+    (no row moves, nothing else draws differently); the root's pre-forward sits before the
+    layers' ones. One difference from the source: the build issues a layer's prefetch before
+    its stream wait, where _pre_forward_unshard waits first."""
+    rows, pid, tid_main, tid_bwd = R["rows"], R["pid"], R["topo"].main_tid, R["topo"].autograd_tid
+    rng = R["hook_rng"]
+    S["blocks"]["main"].append(_Block("fence", "root", S["cpu"]["main"] + 3_000, S["cpu"]["main"] + 3_001))
+    S["blocks"]["bwd"].append(_Block("fence", "end", S["cpu"]["bwd"], S["cpu"]["bwd"] + 1))
+
+    def event_record(tid: int, a: int, z: int) -> None:
+        dur = min(int(2_500 * rng.lognormal(0.0, 0.25)), int(0.7 * (z - a)))
+        rows.put(Kind.RUNTIME, "cuda_runtime", "cudaEventRecord", pid, tid, a + (z - a) // 7, max(dur, 1),
+                 corr=int(rows.b.correlation_ids(1)[0]))
+
+    for thread, tid in (("main", tid_main), ("bwd", tid_bwd)):
+        blocks, placed = S["blocks"][thread], []
+        for i, blk in enumerate(blocks):
+            if blk.kind == "coll" and blk.name.startswith("RS"):  # the AccumulateGrad node and its hook first
+                a, g = placed[-1].end, blk.start - placed[-1].end
+                # late in the Python time after the layer's last op, which stays a gap between ops
+                placed += [_Block("acc_node", blk.name, a + int(0.60 * g), a + int(0.70 * g)),
+                           _Block("free_event", blk.name, a + int(0.76 * g), a + int(0.84 * g)),
+                           _Block("post_bwd_prefetch", blk.name, a + int(0.88 * g), a + int(0.93 * g))]
+            placed.append(blk)
+            if blk.kind == "ops" and thread == "main" and blk.name != "F_emb":  # a unit's forward ends
+                g = blocks[i + 1].start - blk.end
+                placed.append(_Block("post_forward", blk.name, blk.end + int(0.2 * g), blk.end + int(0.4 * g)))
+        at = {(x.kind, x.name): j for j, x in enumerate(placed)}
+        spans = []  # (name, cat, first block index, last block index, depth)
+        if thread == "main":
+            spans += [(FSDP + "_pre_forward", at["coll", "AG_root"], at["wait", "F_emb"], 1),
+                      (FSDP + "_pre_forward_prefetch", at["coll", "AG_f0"], at["coll", "AG_f0"], 2)]
+            for u in range(layers):
+                nxt = f"AG_f{u + 1}"
+                first = at.get(("sync", nxt), at.get(("coll", nxt), at["wait", f"F{u}"]))
+                spans += [(FSDP + "forward", first, at["post_forward", f"F{u}"], 1),
+                          (FSDP + "_pre_forward", first, at["wait", f"F{u}"], 2)]
+                if ("coll", nxt) in at:
+                    spans.append((FSDP + "_pre_forward_prefetch", first, at["coll", nxt], 3))
+                if ("sync", nxt) in at:
+                    spans.append((FSDP + "rate_limiter", at["sync", nxt], at["sync", nxt], 4))
+        else:
+            for u in range(layers - 1, -1, -1):
+                first = at["coll", f"AG_b{u}"] if u == layers - 1 else at.get(("coll", f"AG_b{u - 1}"),
+                                                                                   at["wait", f"B{u}"])
+                spans.append((FSDP + "_pre_backward_hook", first, at["wait", f"B{u}"], 1))
+                if ("coll", f"AG_b{u - 1}") in at:
+                    spans.append((FSDP + "_pre_backward_prefetch", at["coll", f"AG_b{u - 1}"],
+                                  at["coll", f"AG_b{u - 1}"], 2))
+            for rs in [f"RS{u}" for u in range(layers)] + ["RS_root"]:
+                spans += [(optree.EV + ACC_GRAD, at["acc_node", rs], at["coll", rs], 1),
+                          (FSDP + "_post_backward_hook", at["free_event", rs], at["coll", rs], 2)]
+        for name, i, j, depth in spans:
+            a = _open_at(placed[i - 1].end, placed[i].start, depth)
+            z = _close_at(placed[j].end, placed[j + 1].start, depth)
+            cat = "cpu_op" if name.startswith(optree.EV) else "user_annotation"
+            rows.put(Kind.CPU, cat, name, pid, tid, a, z - a)
+        for blk in placed:
+            if blk.kind == "post_forward":
+                rows.put(Kind.CPU, "user_annotation", FSDP + "_post_forward", pid, tid, blk.start, blk.end - blk.start)
+                if blk.name != "F_head":  # the root keeps its parameters for backward (FULL_SHARD)
+                    event_record(tid, blk.start, blk.end)
+            elif blk.kind == "acc_node":
+                rows.put(Kind.CPU, "cpu_op", ACC_GRAD, pid, tid, blk.start, blk.end - blk.start)
+            elif blk.kind == "free_event":
+                event_record(tid, blk.start, blk.end)
+            elif blk.kind == "post_bwd_prefetch":
+                rows.put(Kind.CPU, "user_annotation", FSDP + "_post_backward_prefetch", pid, tid, blk.start,
+                         blk.end - blk.start)
 
 
 WAIT_GAP_NS = 50_000  # a compute-stream hole this long is a wait, not a kernel's dispatch gap (~1-20 µs)
@@ -858,6 +997,10 @@ def _run_v2(p: Params, gpu: physics.Gpu, rng: np.random.Generator, specs_f: list
     # units: which kernels each FSDP unit launches (forward list, backward list)
     lf = (len(specs_f) - 3) // layers
     lb = (len(specs_b) - 4) // layers
+    # the op tree around each launch (app/trace/optree.py), the same for every rank
+    widths = (shape["hidden"], shape["hidden"] + 2 * shape["kv_hidden"], shape["ffn"], 2 * shape["ffn"],
+              training.LLAMA3_VOCAB)
+    trees = {"f": [optree.tree_for(x, widths) for x in specs_f], "b": [optree.tree_for(x, widths) for x in specs_b]}
 
     ranks = []
     for r in range(world):
@@ -874,6 +1017,11 @@ def _run_v2(p: Params, gpu: physics.Gpu, rng: np.random.Generator, specs_f: list
                       "rs": b.kernel(RS_KERNEL, NCCL_INFO), "dur_rng": np.random.default_rng([emit_seed, r, 0]),
                       "h_rng": np.random.default_rng([emit_seed, r, 1]), "nccl_free": 0, "pending": None,
                       "rows": _Rows(b), "h": _HostDraws(np.random.default_rng([emit_seed, r, 3]))})
+        # the tree's numbers and the FSDP hooks' own lengths: streams of their own, so the rest
+        # of the rank (and every other rank) draws what it drew without them
+        tree_rng = np.random.default_rng([emit_seed, r, 4])
+        real.number_ops(first_ev_idx=int(tree_rng.integers(2_000, 40_000)))
+        ranks[-1].update(autograd=optree.Autograd(real, int(tree_rng.integers(1_000, 60_000))), hook_rng=tree_rng)
     start = np.zeros((world, steps), np.int64)
     start[:, 0] = t0 + rng.integers(0, 40_000, world)
     rec = {"busy": np.zeros((world, steps)), "nccl": np.zeros((world, steps)), "exposed": np.zeros((world, steps)),
@@ -908,7 +1056,8 @@ def _run_v2(p: Params, gpu: physics.Gpu, rng: np.random.Generator, specs_f: list
                        "fwd_cpu0": cpu_fwd, "comp_free": dl1 + 100_000 + h2d_ns, "seg": {}, "coll": {},
                        "ck": ([], []), "nk": ([], []), "busy": h2d_ns + 1_600, "ci": 0,
                        "nccl_lat": timing.launch_latency_ns(hr, 3 * layers + 2),
-                       "nccl_gap": timing.kernel_gaps_ns(hr, 3 * layers + 2)})
+                       "nccl_gap": timing.kernel_gaps_ns(hr, 3 * layers + 2),
+                       "blocks": {"main": [_Block("fence", "root", cpu_fwd - 2_000, cpu_fwd - 1_999)], "bwd": []}})
 
         def collective(name: str, ag: bool, nbytes: float, thread: str, gpu_ready=None, cpu_wait=None) -> None:
             launched = []
@@ -922,9 +1071,11 @@ def _run_v2(p: Params, gpu: physics.Gpu, rng: np.random.Generator, specs_f: list
                     if until > c + 2_000:
                         R["rows"].put(Kind.RUNTIME, "cuda_runtime", "cudaEventSynchronize", R["pid"], tid, c,
                                       until - c, corr=int(b.correlation_ids(1)[0]))
+                        S["blocks"][thread].append(_Block("sync", name, c, until))
                         c = until + h(3_000)
                 cpu_end, launch_end, corr, ext, coll = _collective_rows(
                     R["rows"], topo, tid, h, c, ag, int(nbytes / physics.BF16_BYTES / world), world)
+                S["blocks"][thread].append(_Block("coll", name, c, cpu_end))
                 S["cpu"][thread] = cpu_end + h(2_000)
                 ready = launch_end + int(S["nccl_lat"][S["ci"]])
                 if gpu_ready is not None:
@@ -956,8 +1107,10 @@ def _run_v2(p: Params, gpu: physics.Gpu, rng: np.random.Generator, specs_f: list
                 g0 = S["comp_free"] + int(gap[0])
                 c = S["cpu"][thread]
                 if gate is not None:  # the compute stream waits on the unshard stream's event
-                    R["rows"].put(Kind.RUNTIME, "cuda_runtime", "cudaStreamWaitEvent", R["pid"], tid, c, h(3_000),
+                    wait_ns = h(3_000)
+                    R["rows"].put(Kind.RUNTIME, "cuda_runtime", "cudaStreamWaitEvent", R["pid"], tid, c, wait_ns,
                                   corr=int(b.correlation_ids(1)[0]))
+                    S["blocks"][thread].append(_Block("wait", name, c, c + wait_ns))
                     c += h(6_000)
                     g0 = max(g0, S["coll"][gate] + h(3_000))
                 ph = launch_phase(b, host_pid=R["pid"], cpu_tid=tid, gpu_pid=r, stream=7,
@@ -965,9 +1118,12 @@ def _run_v2(p: Params, gpu: physics.Gpu, rng: np.random.Generator, specs_f: list
                                   kernel_names=R["kern"][0 if tag == "f" else 1][lo:hi], kernel_dur_ns=dur,
                                   cpu_t0=c, gpu_t0=g0, op_overhead_ns=d["oh"][lo:hi], launch_ns=d["ln"][lo:hi],
                                   gpu_gap_ns=gap, launch_latency_ns=d["lat"][lo:hi], free_after_ns=d["free"][lo:hi],
-                                  pending_kernel_start=R["pending"])
+                                  pending_kernel_start=R["pending"], tree=trees[tag][lo:hi], autograd=R["autograd"],
+                                  backward=tag == "b", tree_close_div=TREE_CLOSE_DIV)
                 R["pending"] = ph.kernel_start
                 S["cpu"][thread] = ph.cpu_end + int(d["free"][hi - 1])  # Python after the last op
+                S["blocks"][thread].append(_Block("ops", name, int(ph.op_start[0]),
+                                                  ph.cpu_end + _tree_close_ns(int(d["free"][hi - 1]))))
                 S["comp_free"] = ph.gpu_end
                 S["seg"][name] = (int(ph.kernel_start[0]), ph.gpu_end)
                 S["ck"][0].append(ph.kernel_start)
@@ -1001,6 +1157,8 @@ def _run_v2(p: Params, gpu: physics.Gpu, rng: np.random.Generator, specs_f: list
         segment("B_emb", "b", 3 + layers * lb, len(specs_b), "bwd", None)
         collective("RS_root", False, root_bytes, "bwd", gpu_ready=lambda S: S["seg"]["B_emb"][1])
         rec["n_coll"] = 3 * layers + 2
+        for R, S in zip(ranks, st):
+            _fsdp_hooks(R, S, layers)
         for r, R in enumerate(ranks):
             S, b, topo, hr = st[r], R["b"], R["topo"], R["h_rng"]
             rec["fwd"][r, k] = (S["seg"]["F_head"][1] - S["seg"]["F_emb"][0]) / 1e6

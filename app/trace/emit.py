@@ -43,7 +43,8 @@ def launch_phase(b: TraceBuilder, *, host_pid: int, cpu_tid: int, gpu_pid: int, 
                  kernel_extra=None, launch_api: str = "cudaLaunchKernel",
                  free_after_ns: np.ndarray | None = None, emit_op: np.ndarray | None = None,
                  pending_kernel_start: np.ndarray | None = None, tree: list | None = None,
-                 autograd=None, backward: bool = False, kernel_cfg: np.ndarray | None = None) -> Launched:
+                 autograd=None, backward: bool = False, kernel_cfg: np.ndarray | None = None,
+                 tree_close_div: int = 3) -> Launched:
     """Emit one op + launch + kernel per entry; returns the timing.
 
     op_names / kernel_names: name ids (TraceBuilder.name_id). op_overhead_ns: the
@@ -56,7 +57,8 @@ def launch_phase(b: TraceBuilder, *, host_pid: int, cpu_tid: int, gpu_pid: int, 
     pending_kernel_start: start times of kernels launched before this phase on the same
     device; until they start they hold slots in the launch queue.
     tree: per launch, the op tree around it (app/trace/optree.py) to emit instead of one flat
-    op, within the same CPU time; `autograd` numbers its nodes, `backward` says which pass.
+    op, within the same CPU time; `autograd` numbers its nodes, `backward` says which pass;
+    `tree_close_div`: the tree closes within 1/tree_close_div of the Python time after each op.
     kernel_cfg: per launch, its own launch configuration (TraceBuilder.kernel_config).
     """
     n = len(kernel_names)
@@ -84,7 +86,8 @@ def launch_phase(b: TraceBuilder, *, host_pid: int, cpu_tid: int, gpu_pid: int, 
         free_last = int(np.asarray(free_after_ns)[-1]) if free_after_ns is not None else 0
         next_start = np.append(op_start[1:], op_start[-1] + op_dur[-1] + free_last)
         optree.emit(b, tree, pid=host_pid, tid=cpu_tid, op_start=op_start, launch_start=launch_start,
-                    op_end=op_start + op_dur, next_start=next_start, ext=ext, autograd=autograd, backward=backward)
+                    op_end=op_start + op_dur, next_start=next_start, ext=ext, autograd=autograd, backward=backward,
+                    close_div=tree_close_div)
     b.add(Kind.RUNTIME, "cuda_runtime", launch_api, host_pid, cpu_tid, launch_start, launch_dur,
           ext=ext, corr=corr)
     b.add(Kind.KERNEL, "kernel", kernel_names, gpu_pid, stream, k_start, kernel_dur_ns, ext=ext, corr=corr,

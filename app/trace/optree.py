@@ -194,10 +194,12 @@ class Autograd:
 
 def emit(b: TraceBuilder, trees: list[Op], *, pid: int, tid: int, op_start: np.ndarray, launch_start: np.ndarray,
          op_end: np.ndarray, next_start: np.ndarray, ext: np.ndarray, autograd: Autograd | None = None,
-         backward: bool = False) -> None:
+         backward: bool = False, close_div: int = 3) -> None:
     """Lay out and add each launching op's tree: the op that launches keeps the phase's
     External id and ends where the flat op ended; the others get their own. A backward GEMM's
-    two launches (data and weight gradients) share one evaluate_function and node."""
+    two launches (data and weight gradients) share one evaluate_function and node. What follows
+    the launching op and each ancestor's close take at most 1/close_div of the Python time
+    after the op (a caller whose host draws leave little of it keeps more as a gap)."""
     rows: list[list] = []  # [op, start, end, launch ext or -1, seq or None]
     pair_head = None  # rows index of the open pair's evaluate_function
     for i, tree in enumerate(trees):
@@ -205,7 +207,7 @@ def emit(b: TraceBuilder, trees: list[Op], *, pid: int, tid: int, op_start: np.n
         slack = max(0, int(next_start[i]) - e)
         gemm_bwd = backward and tree.name[len(EV):] in _GEMM_BACKWARD
         if gemm_bwd and pair_head is not None and rows[pair_head][0].name == tree.name:
-            body = _layout(Op("", children=tree.children[0].children), s, l0, e, slack)[1:]
+            body = _layout(Op("", children=tree.children[0].children), s, l0, e, slack, close_div)[1:]
             rows.extend([op, a, z, int(ext[i]) if op.launches else -1, None] for op, a, z, _ in body)
             close = max(r[2] for r in rows[pair_head:])
             rows[pair_head + 1][2] = close + max(1, min(400, slack // 6))
@@ -218,7 +220,7 @@ def emit(b: TraceBuilder, trees: list[Op], *, pid: int, tid: int, op_start: np.n
                    else autograd.forward(tree.name, pid, tid, s))
         pair_head = len(rows) if gemm_bwd else None
         rows.extend([op, a, z, int(ext[i]) if op.launches else -1, seq if op.autograd else None]
-                    for op, a, z, _ in _layout(tree, s, l0, e, slack))
+                    for op, a, z, _ in _layout(tree, s, l0, e, slack, close_div))
     fresh = iter(b.external_ids(sum(1 for r in rows if r[3] < 0)).tolist())
     extras = []
     for op, _, _, _, seq in rows:
@@ -236,7 +238,7 @@ def _walk(op: Op):
         yield from _walk(c)
 
 
-def _layout(tree: Op, s: int, l0: int, e: int, slack: int) -> list[tuple[Op, int, int, int]]:
+def _layout(tree: Op, s: int, l0: int, e: int, slack: int, close_div: int = 3) -> list[tuple[Op, int, int, int]]:
     """(op, start, end, depth) for each op of the tree: the path to the launching op starts in
     turn across the first 55% of the time before the launch, the ops beside it that come
     first (views) share that time, the launching op runs to `e` as the flat op did, what
@@ -248,7 +250,7 @@ def _layout(tree: Op, s: int, l0: int, e: int, slack: int) -> list[tuple[Op, int
                 for node, nxt in zip(path, path[1:])) or 1
     unit = before_ns / units
     after = [c for node, nxt in zip(path, path[1:]) for c in node.children[node.children.index(nxt) + 1:]]
-    after_ns = min(slack // 3, 2_000 * (len(after) + len(path)))
+    after_ns = min(slack // close_div, 2_000 * (len(after) + len(path)))
     a_unit = after_ns / (sum(size(c) for c in after) + len(path)) if after_ns else 0
     out: list = []
     t = float(s)
