@@ -23,6 +23,7 @@ from app.trace import optree
 from app.trace.builder import Kind, KernelInfo
 from app.trace.emit import cpu_span, launch_phase, memcpy
 
+
 def _root_params(shape: dict) -> float:
     """The root FSDP unit: the embedding and the LM head (untied), Llama 3's vocabulary."""
     return 2.0 * training.LLAMA3_VOCAB * shape["hidden"]

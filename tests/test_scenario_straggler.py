@@ -260,8 +260,8 @@ def test_v2_ops_nest_as_torch_records_them_inside_fsdps_own_rows(seed):
     inst = scenarios.get(SID).instance(seed)
     doc = docs_v2(seed)[0]
     ev = doc["traceEvents"]
-    main, bwd = (t["tid"] for t in (next(e for e in ev if e.get("name") == n) for n in
-                                    ("FullyShardedDataParallel.forward", "FullyShardedDataParallel._pre_backward_hook")))
+    main, bwd = (next(e for e in ev if e.get("name") == n)["tid"]
+                 for n in ("FullyShardedDataParallel.forward", "FullyShardedDataParallel._pre_backward_hook"))
     up = {**_parents(doc, main), **_parents(doc, bwd)}
     ops = [(i, e) for i, e in enumerate(ev) if e.get("cat") == "cpu_op"]
     launches = sum(e.get("name") == "cudaLaunchKernel" for e in ev)
@@ -276,7 +276,8 @@ def test_v2_ops_nest_as_torch_records_them_inside_fsdps_own_rows(seed):
     mm_bwd = [up[i] for i, e in ops if e["name"] == "aten::mm" and e["tid"] == bwd]
     assert all(p[-2:] == ["autograd::engine::evaluate_function: MmBackward0", "MmBackward0"] for p in mm_bwd)
     assert sum(e.get("cat") == "fwdbwd" for e in ev) > 0
-    rf = [e["args"]["Record function id"] for e in ev if e.get("ph") == "X" and e["cat"] in ("cpu_op", "user_annotation")]
+    rf = [e["args"]["Record function id"] for e in ev
+          if e.get("ph") == "X" and e["cat"] in ("cpu_op", "user_annotation")]
     assert rf == sorted(rf) and len(set(rf)) == len(rf)
     # FSDP: a layer's forward prefetches the next layer's all-gather (forward_prefetch), its
     # backward's pre-hook the one before it (BACKWARD_PRE), and each layer's gradients are
@@ -285,8 +286,8 @@ def test_v2_ops_nest_as_torch_records_them_inside_fsdps_own_rows(seed):
     per_step = {"ag_fwd": layers + 1, "ag_bwd": layers, "rs": layers + 1}
     ag = [up[i] for i, e in ops if e["name"] == "c10d::_allgather_base_"]
     fwd_ag = [p for p in ag if "FullyShardedDataParallel._pre_forward" in p]
-    assert [p[-1] for p in fwd_ag] == (["FullyShardedDataParallel._pre_forward"]  # the root's own, then prefetches
-                                       + ["FullyShardedDataParallel._pre_forward_prefetch"] * layers) * inst.params.steps
+    own, prefetch = "FullyShardedDataParallel._pre_forward", "FullyShardedDataParallel._pre_forward_prefetch"
+    assert [p[-1] for p in fwd_ag] == ([own] + [prefetch] * layers) * inst.params.steps  # the root's, then prefetches
     assert len(fwd_ag) == per_step["ag_fwd"] * inst.params.steps
     assert sum("FullyShardedDataParallel._pre_backward_hook" in p for p in ag) == per_step["ag_bwd"] * inst.params.steps
     rs = [up[i] for i, e in ops if e["name"] == "c10d::_reduce_scatter_base_"]
