@@ -106,7 +106,20 @@ Version 2 (current): FSDP as it runs, and the host as real traces show it.
   record and waits, the gap between steps) varied step to step; all ranks on one clock,
   each rank's draws its own; every rank's trace is emitted together, one collective at a
   time, and the key is read back from what was emitted.
+- The op tree around each launch (app/trace/optree.py, as ddp version 3 has it): aten::linear >
+  aten::t's views and aten::matmul > aten::mm, `autograd::engine::evaluate_function: MmBackward0`
+  in backward, record_shapes' Input Dims (also on the c10d ops), Record function ids, sequence
+  numbers and fwdbwd flows; ~3.1 ops per launch (real eager traces 2.0-5.3). Around the
+  collectives, FSDP's own rows (torch/distributed/fsdp/_runtime_utils.py): each layer's
+  `FullyShardedDataParallel.forward` > `_pre_forward` > `_pre_forward_prefetch` (> `rate_limiter`
+  on limit_all_gathers' cudaEventSynchronize), `_post_forward`; `_pre_backward_hook` >
+  `_pre_backward_prefetch`; each reduce-scatter inside the flat parameter's AccumulateGrad
+  evaluate_function > `_post_backward_hook`. All of it lies in CPU time the rows already had:
+  no kernel, launch or key figure moves.
 - The fixed build (`fixed=True`): the same instance with rank 3's clock restored.
+- Where it lives: this file draws each rank's compute (the spread, the straggler's clock) and
+  reads the key back; the FSDP engine that emits every rank's step (collectives, per-layer
+  kernels and op trees, host rows, FSDP's hooks) is scenarios/_fsdp.py.
 
 Versions: 1, one exposed all-reduce per step (built still, byte for byte, for what was
 made with it). 2 (current), above.
@@ -121,12 +134,14 @@ from typing import Literal
 import numpy as np
 from pydantic import model_validator
 
-from app import feasibility, hosttime, physics, training, workload
+from app import feasibility, physics, training, workload
 from app.scenario import (Built, Hint, InstanceError, Scenario, ScenarioParams, building, fixed, gpu_clock_report,
                           make_key, new_builder, obs, param, trace_start_ns)
-from app.trace.builder import Kind, KernelInfo, Trace
+from app.trace.builder import Kind, Trace
 from app.trace.emit import cpu_span, launch_phase, memcpy
 from app.scoring.rubric import Rubric
+from scenarios import _fsdp
+from scenarios._fsdp import _layer_bytes, _spread_ns
 
 GPU_GAP_NS = 1_200  # idle between back-to-back kernels on one stream (dispatch), as training.forward_backward
 LAUNCH_LATENCY_NS = 3_000  # launch_phase's default: a kernel is ready 3 µs after its launch call returns
@@ -246,26 +261,6 @@ OP_FIXED_US = 30.0  # per op beside its framework time: the launch call (~8.5 µ
 def _layer_cpu_us(op_overhead_us: float) -> float:
     """The main thread's time to issue one layer's forward: its all-gather and its launches."""
     return LAYER_FWD_LAUNCHES * (1.125 * op_overhead_us + OP_FIXED_US) + COLLECTIVE_CPU_US
-
-
-def _root_params(shape: dict) -> float:
-    """The root FSDP unit: the embedding and the LM head (untied), Llama 3's vocabulary."""
-    return 2.0 * training.LLAMA3_VOCAB * shape["hidden"]
-
-
-def _layer_bytes(n_params: float, shape: dict) -> float:
-    """bf16 bytes one transformer layer's all-gather assembles (and its reduce-scatter reduces)."""
-    return (n_params - _root_params(shape)) / shape["layers"] * physics.BF16_BYTES
-
-
-def _spread_ns(weights: np.ndarray, total_ns: int, rng: np.random.Generator, jitter: float = 0.03,
-               floor_ns: int = 1_500) -> np.ndarray:
-    """Kernel durations in proportion to roofline weights with per-kernel jitter; the sum is
-    exactly `total_ns` (workload.scaled_durations_ns, with an integer total)."""
-    w = weights * rng.normal(1.0, jitter, len(weights)).clip(0.8, 1.2)
-    ns = np.floor(np.maximum(w / w.sum() * total_ns, floor_ns)).astype(np.int64)
-    ns[np.argmax(ns)] += int(total_ns) - int(ns.sum())
-    return ns
 
 
 def _cpu_lead_ns(overhead: np.ndarray, launch: np.ndarray, dur: np.ndarray) -> int:
@@ -440,6 +435,52 @@ def _emit_rank(plan: _Plan, p: Params, gpu: physics.Gpu, rank: int, fwd: list, b
 def _kernel_means(durs) -> np.ndarray:
     """Per-kernel mean duration over the steps (ns), forward then backward."""
     return np.concatenate([np.mean([d[0] for d in durs], axis=0), np.mean([d[1] for d in durs], axis=0)])
+
+
+def _clock_evidence(gpu: physics.Gpu, gpus: list[dict], top: list[dict], s: int, clock_ratio: float, temp_c: int,
+                    compute: np.ndarray, wait_by_rank: np.ndarray) -> dict:
+    """What both versions' artifacts say about the GPUs: the GPU's figures, and the experiments
+    a candidate can run (per-rank compute, DCGM, nvidia-smi on the straggler, and the one-GEMM
+    microbench on each GPU in isolation: the top GEMM's shape at its roofline efficiency, the
+    throttled GPU's compute roof scaled by its clock)."""
+    n = len(compute)
+    clock_mhz = int(round(gpu.max_sm_clock_mhz * clock_ratio))
+    max_clock = gpu.max_sm_clock_mhz
+    straggler_ms = float(compute[s])
+    peer_ms = float(statistics.median(compute.tolist()))
+    gemm_top = next(r for r in top if r["role"] == "gemm")
+    m_, n_, k_ = gemm_top["shape"]
+    ce, me = workload.EFFICIENCY["gemm"]
+    bench = {ratio: physics.gemm_flops(m_, n_, k_) / physics.roofline_us(
+        physics.gemm_flops(m_, n_, k_), physics.gemm_bytes(m_, n_, k_), gpu, ce, me, ratio) / 1e6
+        for ratio in (1.0, clock_ratio)}
+    return {
+        "gpu": {"key": gpu.key, "peak_tflops": gpu.bf16_tflops, "mem_tbps": gpu.mem_tbps,
+                "ridge_flop_per_byte": round(physics.ridge_point(gpu), 1), "count": n},
+        "experiments": {
+            "per_rank": {"rank_compute_ms": [round(float(c), 2) for c in compute],
+                         "max_compute_ms": round(straggler_ms, 2), "median_compute_ms": round(peer_ms, 2),
+                         "spread_ratio": round(straggler_ms / peer_ms, 3), "straggler_rank": s,
+                         "excess_ms": round(straggler_ms - peer_ms, 2),
+                         "rank_wait_ms": [round(float(x), 2) for x in wait_by_rank]},
+            "dcgm": {"fields": ["DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_GPU_TEMP",
+                                "DCGM_FI_DEV_POWER_USAGE"],
+                     "rows": [{"gpu": g["index"], "DCGM_FI_DEV_SM_CLOCK": g["sm_clock_mhz"],
+                               "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": SW_THERMAL_BIT if g["throttle_reasons"] else 0,
+                               "DCGM_FI_DEV_GPU_TEMP": g["temperature_c"], "DCGM_FI_DEV_POWER_USAGE": g["power_w"]}
+                              for g in gpus]},
+            "nvidia_smi": {"index": s, "performance_state": "P0", "sm_clock_mhz": clock_mhz,
+                           "graphics_clock_mhz": clock_mhz, "mem_clock_mhz": gpu.mem_clock_mhz,
+                           "max_sm_clock_mhz": max_clock, "clocks_event_reasons": {
+                               "Idle": False, "Applications Clocks Setting": False, "SW Power Cap": False,
+                               "HW Slowdown": False, "HW Thermal Slowdown": False, "HW Power Brake Slowdown": False,
+                               "Sync Boost": False, "SW Thermal Slowdown": True, "Display Clock Setting": False},
+                           "temperature_c": temp_c},
+            "gemm_microbench": {"kernel": gemm_top["kernel"], "shape": gemm_top["shape"],
+                                "tflops_by_rank": [round(bench[clock_ratio if r == s else 1.0], 1)
+                                                   for r in range(n)]},
+        },
+    }
 
 
 def build(p: Params, rng: np.random.Generator, seed) -> Built:
@@ -644,46 +685,16 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
                  "step_ms": round(float(periods[r].mean()), 2),
                  "sm_clock_mhz": clock_mhz if r == s else max_clock} for r in range(n)]
     top = workload.kernel_table(specs, k0)
-    # The one-GEMM microbench on each GPU in isolation: the top GEMM's shape at its roofline
-    # efficiency, the throttled GPU's compute roof scaled by its clock.
-    gemm_top = next(r for r in top if r["role"] == "gemm")
-    m_, n_, k_ = gemm_top["shape"]
-    ce, me = workload.EFFICIENCY["gemm"]
-    bench = {ratio: physics.gemm_flops(m_, n_, k_) / physics.roofline_us(
-        physics.gemm_flops(m_, n_, k_), physics.gemm_bytes(m_, n_, k_), gpu, ce, me, ratio) / 1e6
-        for ratio in (1.0, clock_ratio)}
+    evidence = _clock_evidence(gpu, gpus, top, s, clock_ratio, temp_c, compute, wait_by_rank)
     artifacts = {
         "per_rank": per_rank,
         "gpus": gpus,
-        "gpu": {"key": gpu.key, "peak_tflops": gpu.bf16_tflops, "mem_tbps": gpu.mem_tbps,
-                "ridge_flop_per_byte": round(physics.ridge_point(gpu), 1), "count": n},
+        "gpu": evidence["gpu"],
         "kernels": top,
         "straggler_kernels": workload.kernel_table(specs, ks),
         "steps": [{"start_us": plan.start[0, k] / 1e3, "end_us": plan.step_end[0, k] / 1e3} for k in range(p.steps)],
         "model": {**shape, "params": p.model_params_b * 1e9, "tokens_per_gpu": p.tokens_per_gpu},
-        "experiments": {
-            "per_rank": {"rank_compute_ms": [round(float(c), 2) for c in compute],
-                         "max_compute_ms": round(straggler_ms, 2), "median_compute_ms": round(peer_ms, 2),
-                         "spread_ratio": round(spread, 3), "straggler_rank": s,
-                         "excess_ms": round(straggler_ms - peer_ms, 2),
-                         "rank_wait_ms": [round(float(x), 2) for x in wait_by_rank]},
-            "dcgm": {"fields": ["DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_GPU_TEMP",
-                                "DCGM_FI_DEV_POWER_USAGE"],
-                     "rows": [{"gpu": g["index"], "DCGM_FI_DEV_SM_CLOCK": g["sm_clock_mhz"],
-                               "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": SW_THERMAL_BIT if g["throttle_reasons"] else 0,
-                               "DCGM_FI_DEV_GPU_TEMP": g["temperature_c"], "DCGM_FI_DEV_POWER_USAGE": g["power_w"]}
-                              for g in gpus]},
-            "nvidia_smi": {"index": s, "performance_state": "P0", "sm_clock_mhz": clock_mhz,
-                           "graphics_clock_mhz": clock_mhz, "mem_clock_mhz": gpu.mem_clock_mhz,
-                           "max_sm_clock_mhz": max_clock, "clocks_event_reasons": {
-                               "Idle": False, "Applications Clocks Setting": False, "SW Power Cap": False,
-                               "HW Slowdown": False, "HW Thermal Slowdown": False, "HW Power Brake Slowdown": False,
-                               "Sync Boost": False, "SW Thermal Slowdown": True, "Display Clock Setting": False},
-                           "temperature_c": temp_c},
-            "gemm_microbench": {"kernel": gemm_top["kernel"], "shape": gemm_top["shape"],
-                                "tflops_by_rank": [round(bench[clock_ratio if r == s else 1.0], 1)
-                                                   for r in range(n)]},
-        },
+        "experiments": evidence["experiments"],
     }
     cache: dict[int, Trace] = {}
 
@@ -697,148 +708,12 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
 
 # -- version 2: FSDP FULL_SHARD, every rank emitted on one clock -------------------------
 
-AG_KERNEL = "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
-RS_KERNEL = "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
-NCCL_INFO = KernelInfo(grid=(24, 1, 1), block=(640, 1, 1), registers_per_thread=96, shared_memory=87_568)
-
-
-class _Rows:
-    """A rank's host rows and NCCL kernels, buffered and added in a few batches (one add per
-    row would cost more than the rest of the build)."""
-
-    def __init__(self, b):
-        self.b = b
-        self.rows: dict[tuple, list] = {}
-
-    def put(self, kind: Kind, cat: str, name, pid: int, tid: int, start: int, dur: int, *, corr: int = 0,
-            extra: dict | None = None, ext: int | None = None) -> int:
-        ext = int(self.b.external_ids(1)[0]) if ext is None else ext
-        self.rows.setdefault((kind, cat, tid), []).append((name, int(start), int(dur), int(corr), extra, ext))
-        return ext
-
-    def flush(self, pid: int) -> None:
-        for (kind, cat, tid), rows in self.rows.items():
-            names = [r[0] for r in rows]
-            if kind == Kind.KERNEL:
-                names = np.array(names, np.int32)
-            self.b.add(kind, cat, names, pid if kind != Kind.KERNEL else rows[0][4]["_gpu"], tid,
-                       [r[1] for r in rows], [r[2] for r in rows], ext=[r[5] for r in rows],
-                       corr=[r[3] for r in rows],
-                       extra=[({k: v for k, v in r[4].items() if k != "_gpu"} if r[4] else None) for r in rows])
-        self.rows = {}
-
-
-class _Batched:
-    """A TraceBuilder that gathers the shared helpers' small adds (a launch phase per layer,
-    ~2,700 per rank-trace) and hands them to the real builder in one batch per row: the
-    events and their ids are the same, the build several times faster."""
-
-    def __init__(self, b):
-        self._b = b
-        self._buf: dict[tuple, list] = {}
-
-    def __getattr__(self, name):
-        return getattr(self._b, name)
-
-    def add(self, kind, cat, name, pid, tid, ts_ns, dur_ns, *, ext=0, corr=0, nbytes=0, extra=None, cfg=-1):
-        if extra is not None:
-            return self._b.add(kind, cat, name, pid, tid, ts_ns, dur_ns, ext=ext, corr=corr, nbytes=nbytes,
-                               extra=extra, cfg=cfg)
-        ts = np.atleast_1d(np.asarray(ts_ns, np.int64))
-        n = len(ts)
-        if n == 0:
-            return None
-        if isinstance(name, str):
-            names = np.full(n, self._b.name_id(name), np.int32)
-        elif isinstance(name, np.ndarray) and name.dtype.kind in "iu":
-            names = name.astype(np.int32)
-        else:
-            names = self._b.name_ids(list(name))
-        def col(v):  # a scalar for the batch, or one value per event
-            return np.full(n, v, np.int64) if isinstance(v, (int, np.integer)) else np.asarray(v, np.int64)
-        self._buf.setdefault((kind, cat, pid, tid), []).append(
-            (names, ts, col(dur_ns), col(ext), col(corr), col(nbytes), col(cfg)))
-        return None
-
-    def flush(self) -> None:
-        for (kind, cat, pid, tid), parts in self._buf.items():
-            c = [np.concatenate([x[i] for x in parts]) for i in range(7)]
-            self._b.add(kind, cat, c[0], pid, tid, c[1], c[2], ext=c[3], corr=c[4], nbytes=c[5], cfg=c[6])
-        self._buf = {}
-
-
-class _HostDraws:
-    """hosttime.MEASURED's host_ns drawn in bulk, the same shape (nominal x lognormal(0, 0.1),
-    clipped to 0.75-1.35): a version 2 step draws ~1,500 of them per rank."""
-
-    def __init__(self, rng: np.random.Generator, chunk: int = 4_096):
-        self.rng, self.chunk = rng, chunk
-        self.f, self.i = np.empty(0), 0
-
-    def __call__(self, nominal_ns: int) -> int:
-        if self.i >= len(self.f):
-            self.f, self.i = np.clip(self.rng.lognormal(0.0, 0.1, self.chunk), 0.75, 1.35), 0
-        self.i += 1
-        return int(nominal_ns * self.f[self.i - 1])
-
-
-def _collective_rows(rows: _Rows, topo, tid: int, h, cpu_t0: int, ag: bool, shard_nelems: int, world: int):
-    """The host rows of one FSDP collective as torch writes them: the c10d op >
-    record_param_comms > nccl:_all_gather_base / _reduce_scatter_base > the stream-wait event
-    and the launch; lengths nominal x the measured step-to-step variation (`h`). Returns
-    (cpu_end, launch_end, correlation, the collective's args)."""
-    full = shard_nelems * world
-    coll = {"Collective name": "_allgather_base" if ag else "_reduce_scatter_base",
-            "In msg nelems": shard_nelems if ag else full, "Out msg nelems": full if ag else shard_nelems,
-            "Group size": world, "dtype": "BFloat16", "In split size": "[]", "Out split size": "[]",
-            "Process Group Name": "0", "Process Group Description": "default_pg",
-            "Process Group Ranks": str(list(range(world)))}
-    pid, b = topo.host_pid, rows.b
-    steps = [h(x) for x in (5_000, 15_000, 5_000, 5_000, 30_000)]
-    t_rec, t_nccl, t_ev, t_wait, t_launch = (int(x) for x in np.cumsum(steps))
-    t_nccl_end = t_launch + h(40_000)
-    t_rec_end = t_nccl_end + h(10_000)
-    t_end = t_rec_end + h(10_000)
-    rows.put(Kind.CPU, "cpu_op", "c10d::_allgather_base_" if ag else "c10d::_reduce_scatter_base_", pid, tid,
-             cpu_t0, t_end)
-    rows.put(Kind.CPU, "cpu_op", "record_param_comms", pid, tid, cpu_t0 + t_rec, t_rec_end - t_rec,
-             extra={**coll, "Global rank start": 0, "Global rank stride": 1})
-    rows.put(Kind.CPU, "user_annotation", "nccl:_all_gather_base" if ag else "nccl:_reduce_scatter_base", pid, tid,
-             cpu_t0 + t_nccl, t_nccl_end - t_nccl)
-    rows.put(Kind.RUNTIME, "cuda_runtime", "cudaEventRecord", pid, tid, cpu_t0 + t_ev,
-             min(h(3_000), t_wait - t_ev - 500), corr=int(b.correlation_ids(1)[0]))
-    rows.put(Kind.RUNTIME, "cuda_runtime", "cudaStreamWaitEvent", pid, tid, cpu_t0 + t_wait, h(3_000),
-             corr=int(b.correlation_ids(1)[0]))
-    launch_ns = h(9_000)
-    corr = int(b.correlation_ids(1)[0])
-    ext = rows.put(Kind.RUNTIME, "cuda_runtime", "cudaLaunchKernel", pid, tid, cpu_t0 + t_launch, launch_ns,
-                   corr=corr)
-    return cpu_t0 + t_end, cpu_t0 + t_launch + launch_ns, corr, ext, coll
-
-
-WAIT_GAP_NS = 50_000  # a compute-stream hole this long is a wait, not a kernel's dispatch gap (~1-20 µs)
-
-
-def _waits_on_collectives_ns(compute: tuple[list, list], nccl: tuple[list, list], step_start: int) -> int:
-    """How long the compute stream stands idle while the NCCL stream runs, counting only
-    holes of WAIT_GAP_NS or more from the step's start to its last compute kernel (the
-    dispatch gaps between kernels are there on every rank, waiting or not)."""
-    from app.trace import intervals
-    cs, ce = np.concatenate(compute[0]), np.concatenate(compute[1])
-    holes = [(a, z) for a, z in intervals.gaps(cs, ce, step_start, int(ce.max())) if z - a >= WAIT_GAP_NS]
-    if not holes:
-        return 0
-    hs, he = np.array([h[0] for h in holes], np.int64), np.array([h[1] for h in holes], np.int64)
-    return int(intervals.intersection_len((hs, he), intervals.union(np.concatenate(nccl[0]), np.concatenate(nccl[1]))))
-
-
 def _run_v2(p: Params, gpu: physics.Gpu, rng: np.random.Generator, specs_f: list, specs_b: list, shape: dict,
             weights: dict, ratio_fwd: float, ratio_bwd: float, healthy_straggler: bool) -> dict:
-    """Every rank's trace, emitted together one collective at a time: a collective ends on
-    every rank when its last rank has entered it plus its wire time, and each rank's layers
-    wait on their all-gathers; what the key says is read back from what was emitted."""
+    """Each rank's compute (the spread among ranks, the straggler's clock) and every rank's
+    trace from the FSDP engine (scenarios/_fsdp.py); what the key says is read back from
+    what was emitted."""
     world, steps, s = p.world_size, p.steps, p.straggler_rank
-    timing = hosttime.MEASURED_2
     emit_seed = int(rng.integers(0, 2**62))
     t0 = trace_start_ns(rng)
     first_step = int(rng.integers(3, 40))
@@ -859,191 +734,14 @@ def _run_v2(p: Params, gpu: physics.Gpu, rng: np.random.Generator, specs_f: list
     if not healthy_straggler:
         fwd_tot[s] = np.rint(fwd_ns * ratio_fwd * factor[s] * step_f[s]).astype(np.int64)
         bwd_tot[s] = np.rint(2 * fwd_ns * ratio_bwd * factor[s] * step_b[s]).astype(np.int64)
-    busbw = gpu.busbw_gbps * p.comm_busbw_frac
-    layers = shape["layers"]
-    layer_bytes = _layer_bytes(n_params, shape)
-    root_bytes = _root_params(shape) * physics.BF16_BYTES
-    wire = lambda nbytes: nbytes * (world - 1) / world / (busbw * 1e9) * 1e9  # noqa: E731  ns, ring AG / RS
-    comm_rng = np.random.default_rng([emit_seed, 99])
-    shard_params = n_params / world
-    h2d_bytes = p.tokens_per_gpu * 8 * 2
-    h2d_ns = int(h2d_bytes / 20e9 * 1e9) + 2_000
-
-    # units: which kernels each FSDP unit launches (forward list, backward list)
-    lf = (len(specs_f) - 3) // layers
-    lb = (len(specs_b) - 4) // layers
-
-    ranks = []
-    for r in range(world):
-        meta_rng = np.random.default_rng([emit_seed, r, 2])
-        real, pid, _ = new_builder(meta_rng, gpu, rank=r, world=world, visible_gpus=world)
-        b = _Batched(real)
-        topo = training.Topology(pid, pid, pid + 37, r, 7, nccl_stream=nccl_stream)
-        topo.name_rows(b)
-        w_f, w_b = weights["straggler" if (r == s and not healthy_straggler) else "healthy"]
-        ops_f, kern_f = workload.intern(b, specs_f)
-        ops_b, kern_b = workload.intern(b, specs_b)
-        ranks.append({"b": b, "pid": pid, "topo": topo, "w": (w_f, w_b), "ops": (ops_f, ops_b),
-                      "kern": (kern_f, kern_b), "ag": b.kernel(AG_KERNEL, NCCL_INFO),
-                      "rs": b.kernel(RS_KERNEL, NCCL_INFO), "dur_rng": np.random.default_rng([emit_seed, r, 0]),
-                      "h_rng": np.random.default_rng([emit_seed, r, 1]), "nccl_free": 0, "pending": None,
-                      "rows": _Rows(b), "h": _HostDraws(np.random.default_rng([emit_seed, r, 3]))})
-    start = np.zeros((world, steps), np.int64)
-    start[:, 0] = t0 + rng.integers(0, 40_000, world)
-    rec = {"busy": np.zeros((world, steps)), "nccl": np.zeros((world, steps)), "exposed": np.zeros((world, steps)),
-           "step_end": np.zeros((world, steps), np.int64), "fwd": np.zeros((world, steps)),
-           "bwd": np.zeros((world, steps)), "comm": np.zeros(steps), "n_coll": 0, "opt": np.zeros((world, steps))}
-    for k in range(steps):
-        st = []
-        for r, R in enumerate(ranks):
-            b, topo, hr = R["b"], R["topo"], R["h_rng"]
-            h = R["h"]
-            s0 = int(start[r, k])
-            w_f, w_b = R["w"]
-            f_ns = _spread_ns(w_f, int(fwd_tot[r, k]), R["dur_rng"])
-            b_ns = _spread_ns(w_b, int(bwd_tot[r, k]), R["dur_rng"])
-            draws = {}
-            for tag, n in (("f", len(specs_f)), ("b", len(specs_b))):
-                oh, ln = training.op_overheads_ns(hr, n, p.op_overhead_us, timing)
-                draws[tag] = {"oh": oh, "ln": ln, "gap": timing.kernel_gaps_ns(hr, n),
-                              "lat": timing.launch_latency_ns(hr, n), "free": timing.between_ops_ns(hr, n)}
-            zg0 = s0 + h(20_000)
-            zg1 = zg0 + h(300_000)
-            cpu_span(b, "Optimizer.zero_grad#AdamW.zero_grad", R["pid"], topo.main_tid, zg0, zg1)
-            dl0 = zg1 + h(80_000)
-            dl1 = dl0 + h(int(p.host_prologue_ms * 1e6 * 0.3))
-            cpu_span(b, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", R["pid"], topo.main_tid,
-                     dl0, dl1)
-            memcpy(b, host_pid=R["pid"], cpu_tid=topo.main_tid, gpu_pid=r, stream=7, kind="HtoD_pinned",
-                   nbytes=h2d_bytes, cpu_start_ns=dl1 + h(20_000), api_ns=h(10_000), gpu_start_ns=dl1 + h(40_000),
-                   gpu_dur_ns=h2d_ns, op_name="aten::copy_")
-            cpu_fwd = dl1 + h(80_000)
-            st.append({"s0": s0, "f_ns": f_ns, "b_ns": b_ns, "d": draws, "cpu": {"main": cpu_fwd, "bwd": 0},
-                       "fwd_cpu0": cpu_fwd, "comp_free": dl1 + 100_000 + h2d_ns, "seg": {}, "coll": {},
-                       "ck": ([], []), "nk": ([], []), "busy": h2d_ns + 1_600, "ci": 0,
-                       "nccl_lat": timing.launch_latency_ns(hr, 3 * layers + 2),
-                       "nccl_gap": timing.kernel_gaps_ns(hr, 3 * layers + 2)})
-
-        def collective(name: str, ag: bool, nbytes: float, thread: str, gpu_ready=None, cpu_wait=None) -> None:
-            launched = []
-            for r, R in enumerate(ranks):
-                S, b, topo = st[r], R["b"], R["topo"]
-                h = R["h"]
-                tid = topo.main_tid if thread == "main" else topo.autograd_tid
-                c = S["cpu"][thread]
-                if cpu_wait is not None:  # limit_all_gathers: the CPU waits on the event of layer u-2's end
-                    until = int(cpu_wait(S)) + h(4_000)
-                    if until > c + 2_000:
-                        R["rows"].put(Kind.RUNTIME, "cuda_runtime", "cudaEventSynchronize", R["pid"], tid, c,
-                                      until - c, corr=int(b.correlation_ids(1)[0]))
-                        c = until + h(3_000)
-                cpu_end, launch_end, corr, ext, coll = _collective_rows(
-                    R["rows"], topo, tid, h, c, ag, int(nbytes / physics.BF16_BYTES / world), world)
-                S["cpu"][thread] = cpu_end + h(2_000)
-                ready = launch_end + int(S["nccl_lat"][S["ci"]])
-                if gpu_ready is not None:
-                    ready = max(ready, int(gpu_ready(S)) + h(4_000))
-                ready = max(ready, R["nccl_free"] + int(S["nccl_gap"][S["ci"]]))
-                S["ci"] += 1
-                launched.append((ready, corr, ext, coll))
-            comm = int(wire(nbytes) * comm_rng.normal(1.0, 0.01))
-            end = max(x[0] for x in launched) + comm
-            rec["comm"][k] += comm
-            for r, R in enumerate(ranks):
-                k0, corr, ext, coll = launched[r]
-                k1 = end + int(comm_rng.integers(0, 3_000))
-                R["rows"].put(Kind.KERNEL, "kernel", R["ag" if ag else "rs"], r, R["topo"].nccl_stream, k0, k1 - k0,
-                              corr=corr, ext=ext, extra={**coll, "_gpu": r})
-                R["nccl_free"] = k1
-                st[r]["coll"][name] = k1
-                st[r]["nk"][0].append(np.array([k0]))
-                st[r]["nk"][1].append(np.array([k1]))
-
-        def segment(name: str, tag: str, lo: int, hi: int, thread: str, gate: str | None) -> None:
-            for r, R in enumerate(ranks):
-                S, b, topo = st[r], R["b"], R["topo"]
-                h = R["h"]
-                tid = topo.main_tid if thread == "main" else topo.autograd_tid
-                d = S["d"][tag]
-                dur = (S["f_ns"] if tag == "f" else S["b_ns"])[lo:hi]
-                gap = d["gap"][lo:hi]
-                g0 = S["comp_free"] + int(gap[0])
-                c = S["cpu"][thread]
-                if gate is not None:  # the compute stream waits on the unshard stream's event
-                    R["rows"].put(Kind.RUNTIME, "cuda_runtime", "cudaStreamWaitEvent", R["pid"], tid, c, h(3_000),
-                                  corr=int(b.correlation_ids(1)[0]))
-                    c += h(6_000)
-                    g0 = max(g0, S["coll"][gate] + h(3_000))
-                ph = launch_phase(b, host_pid=R["pid"], cpu_tid=tid, gpu_pid=r, stream=7,
-                                  op_names=R["ops"][0 if tag == "f" else 1][lo:hi],
-                                  kernel_names=R["kern"][0 if tag == "f" else 1][lo:hi], kernel_dur_ns=dur,
-                                  cpu_t0=c, gpu_t0=g0, op_overhead_ns=d["oh"][lo:hi], launch_ns=d["ln"][lo:hi],
-                                  gpu_gap_ns=gap, launch_latency_ns=d["lat"][lo:hi], free_after_ns=d["free"][lo:hi],
-                                  pending_kernel_start=R["pending"])
-                R["pending"] = ph.kernel_start
-                S["cpu"][thread] = ph.cpu_end + int(d["free"][hi - 1])  # Python after the last op
-                S["comp_free"] = ph.gpu_end
-                S["seg"][name] = (int(ph.kernel_start[0]), ph.gpu_end)
-                S["ck"][0].append(ph.kernel_start)
-                S["ck"][1].append(ph.kernel_end)
-                S["busy"] += int(np.sum(dur))
-
-        # forward: the root unit (embedding, LM head) and each layer gathered before it runs;
-        # limit_all_gathers keeps two in flight, so the CPU issues layer u's after layer u-2 ends
-        collective("AG_root", True, root_bytes, "main")
-        collective("AG_f0", True, layer_bytes, "main")
-        segment("F_emb", "f", 0, 1, "main", "AG_root")
-        for u in range(layers):
-            if u + 1 < layers:
-                wait = (lambda S, u=u: S["seg"][f"F{u - 2}"][1]) if u >= 2 else None
-                collective(f"AG_f{u + 1}", True, layer_bytes, "main", cpu_wait=wait)
-            segment(f"F{u}", "f", 1 + u * lf, 1 + (u + 1) * lf, "main", f"AG_f{u}")
-        segment("F_head", "f", 1 + layers * lf, len(specs_f), "main", None)
-        for S in st:
-            cpu_span(ranks[st.index(S)]["b"], "FullyShardedDataParallel.forward", ranks[st.index(S)]["pid"],
-                     ranks[st.index(S)]["topo"].main_tid, S["fwd_cpu0"] - 2_000, S["cpu"]["main"] + 3_000)
-            S["cpu"]["bwd"] = S["cpu"]["main"] + timing.host_ns(ranks[st.index(S)]["h_rng"], 20_000)
-        # backward on the autograd thread: the head (root, still gathered), then each layer
-        # gathered again (BACKWARD_PRE prefetches the next) and its gradients reduce-scattered
-        segment("B_head", "b", 0, 3, "bwd", None)
-        collective(f"AG_b{layers - 1}", True, layer_bytes, "bwd")
-        for j, u in enumerate(range(layers - 1, -1, -1)):
-            if u >= 1:
-                collective(f"AG_b{u - 1}", True, layer_bytes, "bwd")
-            segment(f"B{u}", "b", 3 + j * lb, 3 + (j + 1) * lb, "bwd", f"AG_b{u}")
-            collective(f"RS{u}", False, layer_bytes, "bwd", gpu_ready=lambda S, u=u: S["seg"][f"B{u}"][1])
-        segment("B_emb", "b", 3 + layers * lb, len(specs_b), "bwd", None)
-        collective("RS_root", False, root_bytes, "bwd", gpu_ready=lambda S: S["seg"]["B_emb"][1])
-        rec["n_coll"] = 3 * layers + 2
-        for r, R in enumerate(ranks):
-            S, b, topo, hr = st[r], R["b"], R["topo"], R["h_rng"]
-            rec["fwd"][r, k] = (S["seg"]["F_head"][1] - S["seg"]["F_emb"][0]) / 1e6
-            rec["bwd"][r, k] = (S["seg"]["B_emb"][1] - S["seg"]["B_head"][0]) / 1e6
-            cpu = max(S["cpu"]["main"], S["cpu"]["bwd"]) + timing.host_ns(hr, 20_000)
-            opt = training.optimizer(b, topo, hr, params=shard_params, cpu_t0=cpu, gpu_ready=S["coll"]["RS_root"],
-                                     gpu=gpu, bytes_per_param=OPT_BYTES_PER_PARAM, pending_kernel_start=R["pending"],
-                                     timing=timing)
-            R["pending"] = None
-            S["busy"] += int(np.sum(opt.kernel_end - opt.kernel_start))
-            rec["opt"][r, k] = (opt.gpu_end - opt.kernel_start[0]) / 1e6
-            S["ck"][0].append(opt.kernel_start)
-            S["ck"][1].append(opt.kernel_end)
-            t_end = training.sync_on_loss(b, topo, cpu_t0=opt.cpu_end + timing.host_ns(hr, 10_000),
-                                          gpu_done=opt.gpu_end, rng=hr, timing=timing)
-            cpu_span(b, f"ProfilerStep#{first_step + k}", R["pid"], topo.main_tid, S["s0"], t_end)
-            rec["step_end"][r, k] = t_end
-            rec["busy"][r, k] = S["busy"]
-            rec["nccl"][r, k] = sum(int(e[0] - s_[0]) for s_, e in zip(*S["nk"]))
-            # the compute stream idle while the NCCL stream runs: the collectives this rank waits on
-            rec["exposed"][r, k] = _waits_on_collectives_ns(S["ck"], S["nk"], S["s0"])
-            if k + 1 < steps:
-                start[r, k + 1] = t_end + timing.host_ns(hr, 15_000)
-    for R in ranks:
-        R["rows"].flush(R["pid"])
-        R["b"].flush()
-    return {"traces": [R["b"]._b.build() for R in ranks], "start": start, "rec": rec, "first_step": first_step,
-            "healthy": (healthy_f, healthy_b), "layers": layers, "layer_bytes": layer_bytes,
-            "root_bytes": root_bytes, "busbw": busbw}
+    start0 = t0 + rng.integers(0, 40_000, world)  # the processes do not enter step 0 in lockstep
+    w = [weights["straggler" if (r == s and not healthy_straggler) else "healthy"] for r in range(world)]
+    run = _fsdp.run_ranks(gpu=gpu, specs_f=specs_f, specs_b=specs_b, shape=shape, n_params=n_params,
+                          tokens_per_gpu=p.tokens_per_gpu, weights=w, fwd_ns=fwd_tot, bwd_ns=bwd_tot,
+                          busbw_gbps=gpu.busbw_gbps * p.comm_busbw_frac, op_overhead_us=p.op_overhead_us,
+                          host_prologue_ms=p.host_prologue_ms, opt_bytes_per_param=OPT_BYTES_PER_PARAM,
+                          emit_seed=emit_seed, start0=start0, first_step=first_step, nccl_stream=nccl_stream)
+    return {**run, "healthy": (healthy_f, healthy_b)}
 
 
 def _build_v2(p: Params, rng: np.random.Generator, seed) -> Built:
@@ -1265,46 +963,18 @@ def _build_v2(p: Params, rng: np.random.Generator, seed) -> Built:
                  "bwd_ms": round(float(bwd_span[r]), 2), "step_ms": round(float(periods[r].mean()), 2),
                  "sm_clock_mhz": clock_mhz if r == s else max_clock} for r in range(n)]
     top = workload.kernel_table(specs, k0 * 1e6)
-    gemm_top = next(r for r in top if r["role"] == "gemm")
-    m_, n_, k_ = gemm_top["shape"]
-    ce, me = workload.EFFICIENCY["gemm"]
-    bench = {ratio: physics.gemm_flops(m_, n_, k_) / physics.roofline_us(
-        physics.gemm_flops(m_, n_, k_), physics.gemm_bytes(m_, n_, k_), gpu, ce, me, ratio) / 1e6
-        for ratio in (1.0, clock_ratio)}
+    evidence = _clock_evidence(gpu, gpus, top, s, clock_ratio, temp_c, compute, wait_by_rank)
     artifacts = {
         "per_rank": per_rank,
         "gpus": gpus,
-        "gpu": {"key": gpu.key, "peak_tflops": gpu.bf16_tflops, "mem_tbps": gpu.mem_tbps,
-                "ridge_flop_per_byte": round(physics.ridge_point(gpu), 1), "count": n},
+        "gpu": evidence["gpu"],
         "kernels": top,
         "straggler_kernels": workload.kernel_table(specs, ks * 1e6),
         "steps": [{"start_us": start[0, k] / 1e3, "end_us": rec["step_end"][0, k] / 1e3} for k in range(p.steps)],
         "model": {**shape, "params": n_params, "tokens_per_gpu": p.tokens_per_gpu},
         "memory": {"sharding": "FULL_SHARD", "per_gpu_gb": round(mem.total / 1e9, 1),
                    "describe": mem.describe(gpu)},
-        "experiments": {
-            "per_rank": {"rank_compute_ms": [round(float(c), 2) for c in compute],
-                         "max_compute_ms": round(straggler_ms, 2), "median_compute_ms": round(peer_ms, 2),
-                         "spread_ratio": round(spread, 3), "straggler_rank": s,
-                         "excess_ms": round(straggler_ms - peer_ms, 2),
-                         "rank_wait_ms": [round(float(x), 2) for x in wait_by_rank]},
-            "dcgm": {"fields": ["DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_GPU_TEMP",
-                                "DCGM_FI_DEV_POWER_USAGE"],
-                     "rows": [{"gpu": g["index"], "DCGM_FI_DEV_SM_CLOCK": g["sm_clock_mhz"],
-                               "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": SW_THERMAL_BIT if g["throttle_reasons"] else 0,
-                               "DCGM_FI_DEV_GPU_TEMP": g["temperature_c"], "DCGM_FI_DEV_POWER_USAGE": g["power_w"]}
-                              for g in gpus]},
-            "nvidia_smi": {"index": s, "performance_state": "P0", "sm_clock_mhz": clock_mhz,
-                           "graphics_clock_mhz": clock_mhz, "mem_clock_mhz": gpu.mem_clock_mhz,
-                           "max_sm_clock_mhz": max_clock, "clocks_event_reasons": {
-                               "Idle": False, "Applications Clocks Setting": False, "SW Power Cap": False,
-                               "HW Slowdown": False, "HW Thermal Slowdown": False, "HW Power Brake Slowdown": False,
-                               "Sync Boost": False, "SW Thermal Slowdown": True, "Display Clock Setting": False},
-                           "temperature_c": temp_c},
-            "gemm_microbench": {"kernel": gemm_top["kernel"], "shape": gemm_top["shape"],
-                                "tflops_by_rank": [round(bench[clock_ratio if r == s else 1.0], 1)
-                                                   for r in range(n)]},
-        },
+        "experiments": evidence["experiments"],
     }
     return Built(key=key, artifacts=artifacts, trace_for_rank=lambda rank: traces[rank], ranks=n)
 

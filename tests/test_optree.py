@@ -7,8 +7,11 @@ import json
 from collections import defaultdict
 
 import numpy as np
+import pytest
 
+import scenarios
 from app import hosttime, physics, training, workload
+from app.analysis import fidelity
 from app.trace import kineto, optree
 from app.trace.builder import TraceBuilder
 
@@ -120,3 +123,31 @@ def test_each_launch_carries_the_grid_its_shape_needs():
         grids[configs] = per_name
     assert all(len(g) == 1 for g in grids[False].values())  # the tell: one grid for every launch of a name
     assert max(len(g) for g in grids[True].values()) >= 3  # QKV, output, gate-up, down: each its own
+
+
+# -- every scenario's current version has the tree (the measures of app/analysis/fidelity.py) ------
+
+# Instances still flat, each with why; the lead empties this as the trees land. A strict xfail:
+# an entry that comes back inside the bounds fails until it is taken off.
+_NO_TREE_YET = "its ops are emitted one per launch, without Input Dims: no op tree yet"
+KNOWN_FLAT = {
+    ("prefill", "canonical"): _NO_TREE_YET,
+    ("prefill", 1): _NO_TREE_YET,
+    ("launch-bound", "canonical"): ("the canonical INT8 decode launches trtllm::weight_only_quant_gemm and single "
+                                    "elementwise ops with no tree around them: 1.01 ops per launch (seed 1, bf16: "
+                                    "2.4)"),
+}
+
+
+def _current(sid: str, seed):
+    mark = [pytest.mark.xfail(strict=True, reason=KNOWN_FLAT[sid, seed])] if (sid, seed) in KNOWN_FLAT else []
+    return pytest.param(sid, seed, marks=mark, id=f"{sid}-{seed}")
+
+
+@pytest.mark.parametrize("sid,seed", [_current(sid, seed) for sid in scenarios.REGISTRY for seed in ("canonical", 1)])
+def test_every_current_version_has_several_ops_per_launch_with_shapes(sid, seed):
+    """A flat trace (one cpu_op per launch, no shapes) is a tell: real eager traces hold 2.0-5.3
+    ops per launch and record_shapes puts Input Dims on most ops (86%)."""
+    m = fidelity.measure_instance(scenarios.get(sid).instance(seed))
+    assert 2.0 <= m["ops_per_launch"] <= 5.5, m["ops_per_launch"]
+    assert m["input_dims_share"] > 0

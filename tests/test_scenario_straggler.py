@@ -234,6 +234,70 @@ def test_v2_per_rank_artifact_is_what_each_trace_shows(seed):
     assert key_v2(seed, "allreduce_ms") == pytest.approx(key_v2(seed, "wait_ms") + key_v2(seed, "comm_ms"), rel=0.01)
 
 
+def _parents(doc, tid) -> dict[int, list[str]]:
+    """For each X event on one thread (by its index in traceEvents), the names of the events
+    enclosing it, outermost first; asserts the thread's rows nest (none crosses another)."""
+    ev = [(i, e) for i, e in enumerate(doc["traceEvents"]) if e.get("ph") == "X" and e["tid"] == tid
+          and e["cat"] in ("cpu_op", "user_annotation", "cuda_runtime")]
+    spans = sorted(((round(float(e["ts"]) * 1000), round((float(e["ts"]) + float(e["dur"])) * 1000), i, e["name"])
+                    for i, e in ev), key=lambda s: (s[0], -s[1]))
+    stack, out = [], {}
+    for a, z, i, name in spans:
+        while stack and stack[-1][0] <= a:
+            stack.pop()
+        assert not stack or z <= stack[-1][0] or name in ("aten::item", "aten::_local_scalar_dense"), \
+            (name, stack[-1][1])  # .item()'s rows end with ProfilerStep, a rounding apart
+        out[i] = [s[1] for s in stack]
+        stack.append((z, name))
+    return out
+
+
+@pytest.mark.parametrize("seed", V2_SEEDS)
+def test_v2_ops_nest_as_torch_records_them_inside_fsdps_own_rows(seed):
+    """Each launch inside its op tree (aten::linear > aten::matmul > aten::mm, views beside it,
+    MmBackward0's evaluate_function in backward), with record_shapes' Input Dims and the
+    forward-to-backward numbering; FSDP's hooks around the collectives they issue."""
+    inst = scenarios.get(SID).instance(seed)
+    doc = docs_v2(seed)[0]
+    ev = doc["traceEvents"]
+    main, bwd = (next(e for e in ev if e.get("name") == n)["tid"]
+                 for n in ("FullyShardedDataParallel.forward", "FullyShardedDataParallel._pre_backward_hook"))
+    up = {**_parents(doc, main), **_parents(doc, bwd)}
+    ops = [(i, e) for i, e in enumerate(ev) if e.get("cat") == "cpu_op"]
+    launches = sum(e.get("name") == "cudaLaunchKernel" for e in ev)
+    assert 2.0 < len(ops) / launches < 5.5  # real eager traces: 2.0-5.3; flat: ~1.05
+    assert sum("Input Dims" in e["args"] for _, e in ops) / len(ops) > 0.75  # real: 86%
+    mm_fwd = [up[i] for i, e in ops if e["name"] == "aten::mm" and e["tid"] == main]
+    assert mm_fwd and all(p[-2:] == ["aten::linear", "aten::matmul"] for p in mm_fwd[1:-1])
+    assert all("FullyShardedDataParallel.forward" in p for p in mm_fwd)
+    views = [e for _, e in ops if e["name"] == "aten::as_strided"]
+    assert views and not {e["args"]["External id"] for e in views} & {
+        e["args"]["External id"] for e in ev if e.get("name") == "cudaLaunchKernel"}, "views launch nothing"
+    mm_bwd = [up[i] for i, e in ops if e["name"] == "aten::mm" and e["tid"] == bwd]
+    assert all(p[-2:] == ["autograd::engine::evaluate_function: MmBackward0", "MmBackward0"] for p in mm_bwd)
+    assert sum(e.get("cat") == "fwdbwd" for e in ev) > 0
+    rf = [e["args"]["Record function id"] for e in ev
+          if e.get("ph") == "X" and e["cat"] in ("cpu_op", "user_annotation")]
+    assert rf == sorted(rf) and len(set(rf)) == len(rf)
+    # FSDP: a layer's forward prefetches the next layer's all-gather (forward_prefetch), its
+    # backward's pre-hook the one before it (BACKWARD_PRE), and each layer's gradients are
+    # reduce-scattered from the flat parameter's AccumulateGrad post hook
+    layers = inst.artifacts["model"]["layers"]
+    per_step = {"ag_fwd": layers + 1, "ag_bwd": layers, "rs": layers + 1}
+    ag = [up[i] for i, e in ops if e["name"] == "c10d::_allgather_base_"]
+    fwd_ag = [p for p in ag if "FullyShardedDataParallel._pre_forward" in p]
+    own, prefetch = "FullyShardedDataParallel._pre_forward", "FullyShardedDataParallel._pre_forward_prefetch"
+    assert [p[-1] for p in fwd_ag] == ([own] + [prefetch] * layers) * inst.params.steps  # the root's, then prefetches
+    assert len(fwd_ag) == per_step["ag_fwd"] * inst.params.steps
+    assert sum("FullyShardedDataParallel._pre_backward_hook" in p for p in ag) == per_step["ag_bwd"] * inst.params.steps
+    rs = [up[i] for i, e in ops if e["name"] == "c10d::_reduce_scatter_base_"]
+    assert len(rs) == per_step["rs"] * inst.params.steps and all(p[-2:] == [
+        "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad",
+        "FullyShardedDataParallel._post_backward_hook"] for p in rs)
+    c10d = next(e for _, e in ops if e["name"] == "c10d::_allgather_base_")
+    assert c10d["args"]["Input Dims"][0][0] == c10d["args"]["Input Dims"][1][0] * inst.params.world_size
+
+
 def test_v2_fits_in_memory_and_draws_are_pulled_into_it():
     from app import feasibility, physics, training
     for seed in range(12):

@@ -275,13 +275,15 @@ class Autograd:
 
 def emit(b: TraceBuilder, trees: list[Op], *, pid: int, tid: int, op_start: np.ndarray, launch_start: np.ndarray,
          op_end: np.ndarray, next_start: np.ndarray, ext: np.ndarray, autograd: Autograd | None = None,
-         backward: bool = False) -> np.ndarray:
+         backward: bool = False, close_div: int = 3) -> np.ndarray:
     """Lay out and add each launching op's tree: the op that launches keeps the phase's
     External id and ends where the flat op ended; the others get their own. A backward GEMM's
     two launches (data and weight gradients) share one evaluate_function and node; an FA3
     backward node's launches all sit in its one flash_attn_3::bwd, an SDPA flash node's in its
     one aten::_flash_attention_backward (_ONE_CALL_BACKWARD). In backward, a tree that is
     not a backward node is a forward op rerun by activation checkpointing (Autograd.recompute).
+    What follows the launching op and each ancestor's close take at most 1/close_div of the
+    Python time after the op (a caller whose host draws leave little of it keeps more as a gap).
     Returns each launch's External id (a launch inside an earlier launch's op takes that op's)."""
     ext = np.array(ext, copy=True)
     rows: list[list] = []  # [op, start, end, launch ext or -1, seq or None, fwd thread id]
@@ -303,7 +305,7 @@ def emit(b: TraceBuilder, trees: list[Op], *, pid: int, tid: int, op_start: np.n
             continue
         one_call = None
         if gemm_bwd and pair_head is not None and rows[pair_head][0].name == tree.name:
-            body = _layout(Op("", children=tree.children[0].children), s, l0, e, slack)[1:]
+            body = _layout(Op("", children=tree.children[0].children), s, l0, e, slack, close_div)[1:]
             rows.extend([op, a, z, int(ext[i]) if op.launches else -1, None, 0] for op, a, z, _ in body)
             close = max(r[2] for r in rows[pair_head:])
             rows[pair_head + 1][2] = close + max(1, min(400, slack // 6))
@@ -319,7 +321,7 @@ def emit(b: TraceBuilder, trees: list[Op], *, pid: int, tid: int, op_start: np.n
             else:
                 seq, fwd_tid = autograd.backward(node, pid, tid, s), 1
         pair_head = len(rows) if gemm_bwd else None
-        laid = _layout(tree, s, l0, e, slack)
+        laid = _layout(tree, s, l0, e, slack, close_div)
         if fused:  # the path's rows, the views beside it left out
             one_call = [len(rows) + j for j, (op, _, _, _) in enumerate(laid) if any(op is p for p in path)]
         rows.extend([op, a, z, int(ext[i]) if op.launches else -1, seq if op.autograd else None, fwd_tid]
@@ -347,7 +349,7 @@ def _walk(op: Op):
         yield from _walk(c)
 
 
-def _layout(tree: Op, s: int, l0: int, e: int, slack: int) -> list[tuple[Op, int, int, int]]:
+def _layout(tree: Op, s: int, l0: int, e: int, slack: int, close_div: int = 3) -> list[tuple[Op, int, int, int]]:
     """(op, start, end, depth) for each op of the tree: the path to the launching op starts in
     turn across the first 55% of the time before the launch, the ops beside it that come
     first (views) share that time, the launching op runs to `e` as the flat op did, what
@@ -359,7 +361,7 @@ def _layout(tree: Op, s: int, l0: int, e: int, slack: int) -> list[tuple[Op, int
                 for node, nxt in zip(path, path[1:])) or 1
     unit = before_ns / units
     after = [c for node, nxt in zip(path, path[1:]) for c in node.children[node.children.index(nxt) + 1:]]
-    after_ns = min(slack // 3, 2_000 * (len(after) + len(path)))
+    after_ns = min(slack // close_div, 2_000 * (len(after) + len(path)))
     a_unit = after_ns / (sum(size(c) for c in after) + len(path)) if after_ns else 0
     out: list = []
     t = float(s)
