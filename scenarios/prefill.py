@@ -775,6 +775,15 @@ def _mixed_kernels_us(ph: _PhysicsV2, m, it) -> np.ndarray:
     return np.maximum(d, 1.0)
 
 
+def _chunk_alone_ms(ph: _PhysicsV2, m, it) -> float:
+    """The GPU time of a mixed iteration's chunk run alone (its GEMMs, attention over its prefix,
+    small kernels and all-reduces over the chunk's tokens, then one row of logits): the seed's
+    "29 ms chunk", at this instance's physics."""
+    lay = ph.mixed_layer_us(it.pre_tokens, it.prefix, 0, 0)
+    per_layer = sum(lay[r[0]] for r in _LAYER_MIXED if r[0] not in ("attn_dec", "combine"))
+    return (per_layer * m.layers + sum(ph.head_us(it.pre_tokens, 1).values())) / 1e3
+
+
 def _eager_span_ns(d_ns: np.ndarray, dispatch_ns: float, gap_ns: float) -> float:
     """First kernel start to last kernel end of an eager phase: kernel i is launched i x dispatch_ns
     after the first and starts when launched or `gap_ns` after the previous one ends, whichever is
@@ -964,7 +973,6 @@ def _key_and_artifacts(p, rng, seed, gpu, m, tp, ph, sim, kinds, groups, trace, 
         i_mixed = 0
         gap_ns = float(np.mean([e[1] for e in eager_long]))  # GPU idle between queued kernels, measured
         host_ms = decode_ms - float(np.median((gpu_last[dec] - gpu_first[dec]) / 1e6))
-        dec_busy_kernels_ms = float(np.median(gpu_busy[dec])) / 1e6
         pred = np.empty(len(sched_its))
         # a token is out `tail` before the next iteration starts (output processing, a GC pause after it):
         # measured per decode iteration, and a GC-free decode's for the mixed ones
@@ -984,7 +992,7 @@ def _key_and_artifacts(p, rng, seed, gpu, m, tp, ph, sim, kinds, groups, trace, 
             if it.long:
                 mixed_long.append(float(pred[j]))
                 gpu_work.append(float(d_ns.sum() + gap_ns * (len(d_ns) - 1)) / 1e6)
-                chunk_long.append(float(d_ns.sum()) / 1e6 - dec_busy_kernels_ms)
+                chunk_long.append(_chunk_alone_ms(ph, m, it))
                 dispatch.append(disp_ns * len(d_ns) / 1e6)
                 n_kern = len(d_ns)
         tok_at = np.cumsum(pred) - tail
@@ -1055,7 +1063,7 @@ def _key_and_artifacts(p, rng, seed, gpu, m, tp, ph, sim, kinds, groups, trace, 
         obs("chunk_tokens", "prefill chunk after the fix", C, "tokens", 0),
         obs("chunks", "mixed iterations a long prompt takes", n_chunks, "iterations", 0),
         obs("chunk_prefill_ms", "one chunk's prefill compute (mean over the chunks)" if eager_fig is None else
-            "GPU time a chunk adds to the decode batch's kernels (mean over the chunks)", chunk_mean, "ms"),
+            "one chunk's GPU time run alone, without the decode batch (mean over the chunks)", chunk_mean, "ms"),
         obs("decode_marginal_ms", "what the decode batch adds to a mixed iteration" if eager_fig is None else
             "the rest of a mixed iteration: the decode batch's kernels, host time, dispatch beyond the GPU work",
             mixed_mean - chunk_mean, "ms"),
@@ -1163,8 +1171,8 @@ def _key_and_artifacts(p, rng, seed, gpu, m, tp, ph, sim, kinds, groups, trace, 
     else:  # version 2: a mixed batch runs eager (vLLM V0 replays CUDA graphs for decode-only batches)
         g, d_ = eager_fig["gpu_ms"], eager_fig["dispatch_ms"]
         mixed_how = (f"Each mixed iteration runs eager (vLLM replays CUDA graphs only for decode-only batches): "
-                     f"{eager_fig['kernels']:,} kernels, ~{g:.0f} ms of GPU work ({chunk_mean:.0f} ms of it the "
-                     f"chunk's) and ~{d_:.0f} ms of CPU dispatch at ~{eager_fig['dispatch_us']:.0f} us a kernel"
+                     f"{eager_fig['kernels']:,} kernels, ~{g:.0f} ms of GPU work (the chunk alone ~{chunk_mean:.0f} "
+                     f"ms) and ~{d_:.0f} ms of CPU dispatch at ~{eager_fig['dispatch_us']:.0f} us a kernel"
                      + (", so the launches, not the GPU, set its length" if d_ > g else ", hidden under the GPU work")
                      + f": ~{mixed_mean:.0f} ms")
     fix = (f"Chunked prefill (Sarathi-style; vLLM: enable_chunked_prefill=True, max_num_batched_tokens ~ "
