@@ -134,8 +134,8 @@ custom all-reduce limit) once over all of them, and per layer two FA3 calls, the
 attention over its prefix in the paged KV cache (later chunks slower: canonical 0.3 ms a forward
 for the first chunk, 4 ms for the 13th, which the launch-bound canonical iteration absorbs and a
 1,024-token chunk's does not: 89 -> 96 ms on seed 1) and the decode batch's split-KV attention with
-its combine; decode-only iterations keep
-replaying their CUDA graph. The running streams emit a token in every mixed iteration (a few more
+its combine; decode-only iterations keep replaying their CUDA graph (vLLM captures decode-only
+batches and kept it so with chunked prefill: vllm-project/vllm#4056). The running streams emit a token in every mixed iteration (a few more
 tokens in the window than the trace as it is, not taken out of their later decode); a prompt emits
 its first token in the chunk that finishes it. Its `fixed_key` measures that trace: the median
 iteration (`step_ms`), ITL p50/p99, the long prompts' mixed iterations (mean and slowest) and
