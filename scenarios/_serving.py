@@ -308,6 +308,11 @@ def _kernel_spec(ph: _Physics, slot: str, role: str, op: str, kernel: str, token
 
 
 _ROLES = ["gemm", "ew", "attn", "comb", "ar", "ag", "lm"]
+# A mixed iteration (chunked prefill, the fixed build): vLLM V0's FlashAttention backend runs the
+# chunk's queries over its prefix and the decode batch's queries over their KV caches as two calls,
+# the decode one split-KV with its combine; every other kernel runs once over all the tokens.
+_LAYER_MIXED = _LAYER[:5] + [("attn_dec", "attn", "_vllm_fa3_C::fwd", "cudaLaunchKernelExC")] + _LAYER[5:]
+_DECODE_SLOTS = ("attn_dec", "combine")  # the decode part of a mixed iteration: launch shapes as decode's
 _SAMPLER_ROWS = ("lm_head", "gather", "div", "softmax", "exp", "argmax")  # run on one row per sequence
 
 
@@ -317,7 +322,7 @@ class _Template:
     def __init__(self, b, ph: _Physics, groups: np.ndarray, decode: bool, m_tokens: int, rows_out: int,
                  nccl_stream: int):
         self.decode = decode
-        layer = [r for r in _LAYER if decode or r[0] != "combine"]
+        layer = self._layer_rows(decode)
         self.layer = layer
         self.groups = groups
         slots, roles, ops, apis, kernels = [], [], [], [], []
@@ -342,7 +347,8 @@ class _Template:
         k_ids = []
         for slot, role, op, kname in zip(slots, roles, ops, kernels):
             tok = m_tokens if slot not in _SAMPLER_ROWS else rows_out
-            spec = _kernel_spec(ph, slot, role, op, kname, tok, decode, tok * 2048, (m_tokens,), 1)
+            spec = _kernel_spec(ph, slot, role, op, kname, tok, decode or slot in _DECODE_SLOTS, tok * 2048,
+                                (m_tokens,), 1)
             k_ids.append(b.kernel(kname, spec.info))
         self.k_ids = np.array(k_ids, np.int32)
         self.is_nccl = np.isin(self.roles, ["ar", "ag"])
@@ -354,11 +360,16 @@ class _Template:
         self.group_of_row = np.concatenate([np.repeat(groups, len(layer)), np.ones(len(_HEAD), np.int64)])
 
     @staticmethod
+    def _layer_rows(decode: bool) -> list:
+        return [r for r in _LAYER if decode or r[0] != "combine"]
+
+    @staticmethod
     def _kname(slot, role, decode, m):
         if role == "gemm":
             return _fp8_gemm_name(m)
         return {"norm_in": K_NORM_Q, "norm_post": K_NORM_Q, "rope": K_ROPE, "cache": K_CACHE, "quant": K_QUANT,
                 "act": K_ACT, "attn": K_FA3_DECODE if decode else K_FA3_PREFILL, "combine": K_FA3_COMBINE,
+                "attn_dec": K_FA3_DECODE,
                 "ar1": workload.NCCL_ALLREDUCE, "ar2": workload.NCCL_ALLREDUCE, "final_norm": K_FINAL_NORM,
                 "lm_head": workload.gemm_name("sm90", m), "gather": K_ALLGATHER, "div": K_DIV,
                 "softmax": K_SOFTMAX, "exp": K_EXP, "argmax": K_ARGMAX}[slot]
@@ -544,6 +555,21 @@ class _PhysicsV2(_Physics):
                               kv_bytes / (self.bw * KV_BW) * 1e6)
         return out
 
+    def mixed_layer_us(self, chunk: int, prefix: int, b_dec: int, ctx_dec: int) -> dict[str, float]:
+        """Per-layer kernel times of a mixed iteration (chunked prefill): `chunk` prompt tokens whose
+        `prefix` tokens are already in the KV cache, co-scheduled with `b_dec` decode tokens that read
+        `ctx_dec` cached tokens. The GEMMs, small kernels and all-reduce run once over chunk + b_dec
+        tokens at the prefill's physics; the chunk's causal attention attends to its prefix (later
+        chunks cost more), reading the prefix's FP8 KV from the paged cache; decode attention as decode's."""
+        tokens = chunk + b_dec
+        out = _Physics.layer_us(self, False, tokens, 0, (chunk,))
+        q_kv_bytes = chunk * (self.hq + 2 * self.kvh) * 2 + prefix * self.kv_bytes_token_layer
+        out["attn"] = max(4.0, self.chunk_attn_flops(chunk, prefix) / (self.fp8 * self.attn_eff) * 1e6,
+                          q_kv_bytes / (self.bw * KV_BW) * 1e6)
+        out["attn_dec"] = max(ATTN_FLOOR_US, ctx_dec * self.kv_bytes_token_layer / (self.bw * KV_BW) * 1e6)
+        out["combine"] = EW_FLOOR_US
+        return out
+
     def ar_name(self, tokens: int) -> str:
         msg = tokens * self.h * physics.BF16_BYTES
         return _custom_ar_name(self.tp, msg) if msg < CUSTOM_AR_MAX_BYTES else workload.NCCL_ALLREDUCE
@@ -562,3 +588,15 @@ class _TemplateV2(_Template):
         if role == "ar":
             return self._ar
         return _Template._kname(slot, role, decode, m)
+
+
+class _TemplateMixed(_TemplateV2):
+    """A mixed iteration's rows (the fixed build): a prefill's eager layer with the decode batch's
+    split-KV attention and its combine beside the chunk's attention (_LAYER_MIXED)."""
+
+    def __init__(self, b, ph: _PhysicsV2, m_tokens: int, rows_out: int):
+        super().__init__(b, ph, False, m_tokens, rows_out)
+
+    @staticmethod
+    def _layer_rows(decode: bool) -> list:
+        return _LAYER_MIXED

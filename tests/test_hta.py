@@ -50,13 +50,15 @@ def test_hta_reads_the_trace_after_the_fix(sid, tmp_path):
     kernels share its correlation id). Where the pathology is time the GPU does not compute (all
     but skinny-gemm, whose loss is inside a kernel), HTA finds less of it, on the mean over ranks:
     idle (ddp's hole, the input wait, the launch gaps) or non-compute (the straggler's peers
-    waiting inside their collectives)."""
+    waiting inside their collectives). prefill's stall is a busy GPU, and its fix trades it for eager
+    mixed iterations whose launches leave the GPU more idle (canonical ~17% -> ~23% of the trace),
+    so it, like skinny-gemm, is only read."""
     before, after = hta(sid, "canonical", tmp_path / "before"), hta(sid, "canonical", tmp_path / "after", fixed=True)
     assert len(after["temporal"]) == len(before["temporal"])
     for row in after["temporal"]:
         assert row["kernel_time(us)"] > 0
         assert abs(row["idle_time_pctg"] + row["compute_time_pctg"] + row["non_compute_time_pctg"] - 100) < 0.5
-    if sid != "skinny-gemm":
+    if sid not in ("skinny-gemm", "prefill"):
         lost = [sum(100 - r["compute_time_pctg"] for r in got["temporal"]) / len(got["temporal"])
                 for got in (before, after)]
         assert lost[1] < lost[0]

@@ -64,10 +64,23 @@ def seed_reads() -> dict[str, str]:
     return dict(zip(ORDER, re.findall(r"In the interview \(60 seconds\)\s*\n\s*“(.+?)”", text, re.S)))
 
 
+# Where the model's canonical departs from the seed's after-fix arithmetic (DESIGN: the model wins),
+# the seed's read says the model's figures there: prefill's mixed iterations run eager (vLLM graphs
+# decode-only batches), launch-bound at 512-token chunks, ~54 ms rather than the seed's ~35, and ITL
+# p99 after the fix ~56 ms rather than ~40 (scenarios/prefill.py docstring).
+SEED_AFTER_FIX = {"prefill": (("iterations become ~35ms", "iterations become ~{mixed_iteration_ms:.0f}ms"),
+                              ("ITL p99 drops to ~40ms", "ITL p99 drops to ~{expected_itl_p99_ms:.0f}ms"))}
+
+
 @pytest.mark.skipif(not SEED_DOC.exists(), reason=f"the seed document is not at {SEED_DOC}")
 @pytest.mark.parametrize("sid", ORDER)
 def test_the_seeds_sixty_second_version_scores_high(sid):
-    r = run(sid, seed_reads()[sid])
+    text = seed_reads()[sid]
+    key = scenarios.get(sid).instance("canonical").key
+    for seed_says, model_says in SEED_AFTER_FIX.get(sid, ()):
+        assert seed_says in text
+        text = text.replace(seed_says, model_says.format(**{o["id"]: o["value"] for o in key["observations"]}))
+    r = run(sid, text)
     assert r["total"] >= 85 and not r["trap_endorsed"], r
 
 

@@ -73,6 +73,13 @@ def _page(sid: str, seed: str, request: Request, rank: str | None) -> dict:
            "toggle_url": f"/scenarios/{quote(sid)}/{quote(seed)}" + (f"?{urlencode(toggle)}" if toggle else ""),
            "fixed_step_ms": observation(inst.fixed_key, "step_ms") if inst.fixed else None,
            "expected_step_ms": observation(inst.key, "expected_step_ms"), "step_ms": observation(inst.key, "step_ms")}
+    # serving (prefill): the fix leaves the median iteration a decode batch; what it changes is ITL p99 and
+    # the iterations that carry prefill (mixed chunk + decode iterations instead of whole prefills)
+    if inst.fixed and any(o["id"] == "mixed_iteration_ms" for o in inst.fixed_key["observations"]):
+        fix["serving"] = {"itl_p99_ms": observation(inst.fixed_key, "itl_p99_ms"),
+                          "before_itl_p99_ms": observation(inst.key, "itl_p99_ms"),
+                          "expected_itl_p99_ms": observation(inst.key, "expected_itl_p99_ms"),
+                          "mixed_iteration_ms": observation(inst.fixed_key, "mixed_iteration_ms")}
     return {"scenario": {"id": scn.id, "title": scn.title, "version": inst.version}, "seed": seed,
             "params": inst.params.model_dump(), "fix": fix,
             **served.viewer_context(inst, served.explorer_urls(sid, seed, params), rank)}
