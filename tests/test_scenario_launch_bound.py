@@ -52,11 +52,12 @@ def test_version_1_covered_its_main_thread_with_ops():
 def test_gains_stay_within_what_a_graphed_decode_reaches():
     """Version 3 draws keep the GPU busy at least 22% of a token, so the fix gains at most ~6x
     (version 2 drew up to 14.8x, seed 57 of these)."""
-    gains = [observation(SCN.instance(seed).key, "speedup") for seed in range(200)]
-    assert max(gains) < 6.5 and min(gains) > 2
-    assert max(observation(SCN.instance(seed, version=2).key, "speedup") for seed in range(40, 80)) > 10
-    for seed in range(200, 400):
+    # the draw's gate on 400 seeds' params (cheap), the gain measured on 50 built instances
+    for seed in range(400):
         assert launch_bound._busy_share(SCN.params_for(seed).model_dump()) >= launch_bound.DRAW_MIN_BUSY_SHARE
+    gains = [observation(SCN.instance(seed).key, "speedup") for seed in range(50)]
+    assert max(gains) < 6.5 and min(gains) > 2
+    assert observation(SCN.instance(57, version=2).key, "speedup") > 10
 
 
 def test_the_nvidia_smi_trap_reads_nvml_as_nvml_defines_it():
