@@ -540,7 +540,7 @@ BETWEEN_OPS_SHARE_V3 = 0.70  # version 3 (docstring): most of an op's framework 
 # and key are the same either way (tests/test_scenario_launch_bound.py).
 _VIEWS = False
 _LAYER_GEMMS = ("q", "k", "v", "o", "gate", "up", "down")
-I8 = "signed char"
+I8, F8 = "signed char", "c10::Float8_e4m3fn"
 # The casts this decode launches, by bytes moved per element: the FP8 activation cast (2 + 2: its
 # e4m3 store counted at 2), the position ids' .float() (8 + 8), rotary cos/sin's .to(bf16) (4 + 4)
 # and the logits' .float() (2 + 2 + 2: read, write, the copy's cast).
@@ -563,10 +563,10 @@ def _view(name: str, src: list, dst: list, ty: str = optree.BF16) -> optree.Op:
 
 def _to(d: list, src: str, dst: str) -> optree.Op:
     """`.to(dtype)` / `.float()`: aten::to > aten::_to_copy > aten::empty_strided, aten::copy_ (launches)."""
-    return optree.Op("aten::to", [d, [], [], [], []], [src, "Scalar", "Scalar", "Scalar", "Scalar"], keep_cover=True, children=[
-        optree.Op("aten::_to_copy", [d, [], [], [], [], [], []], [src] + ["Scalar", "", "", "", "Scalar", ""], children=[
-            optree.Op("aten::empty_strided", [[], [], [], [], [], []], ["ScalarList", "ScalarList", "Scalar", "", "", ""]),
-            optree.Op("aten::copy_", [d, d, []], [dst, src, "Scalar"], launches=True)])])
+    copy = optree.Op("aten::_to_copy", [d] + [[]] * 6, [src, "Scalar", "", "", "", "Scalar", ""], children=[
+        optree.Op("aten::empty_strided", [[]] * 6, ["ScalarList", "ScalarList", "Scalar", "", "", ""]),
+        optree.Op("aten::copy_", [d, d, []], [dst, src, "Scalar"], launches=True)])
+    return optree.Op("aten::to", [d] + [[]] * 4, [src] + ["Scalar"] * 4, keep_cover=True, children=[copy])
 
 
 def _gemv(spec: KernelSpec, dtype: str, widths: tuple[int, ...]) -> list[optree.Op]:
@@ -579,12 +579,11 @@ def _gemv(spec: KernelSpec, dtype: str, widths: tuple[int, ...]) -> list[optree.
         return [flat, optree.Op("trtllm::weight_only_quant_gemm", [[1, k], [k, n], [], [n], [], []],
                                 [optree.BF16, I8, "Scalar", optree.BF16, "Scalar", "Scalar"], launches=True,
                                 concrete=["", "", _DTYPE_ENUM["int8"], "", _DTYPE_ENUM["bf16"], "False"])]
-    wt = optree.Op("aten::t", [[n, k]], ["c10::Float8_e4m3fn"], children=[
-        optree.Op("aten::transpose", [[n, k], [], []], ["c10::Float8_e4m3fn", "Scalar", "Scalar"], children=[
-            optree.Op("aten::as_strided", [[k, n], [], [], []], ["c10::Float8_e4m3fn", "ScalarList", "ScalarList", ""])])])
+    wt = optree.Op("aten::t", [[n, k]], [F8], children=[
+        optree.Op("aten::transpose", [[n, k], [], []], [F8, "Scalar", "Scalar"], children=[
+            optree.Op("aten::as_strided", [[k, n], [], [], []], [F8, "ScalarList", "ScalarList", ""])])])
     return [flat, wt, optree.Op("aten::_scaled_mm", [[1, k], [k, n], [], [], [], [], [], []],
-                                ["c10::Float8_e4m3fn", "c10::Float8_e4m3fn", "float", "float", "", "", "Scalar", "Scalar"],
-                                launches=True)]
+                                [F8, F8, "float", "float", "", "", "Scalar", "Scalar"], launches=True)]
 
 
 def _decode_trees(specs: list[KernelSpec], s: dict, dtype: str) -> list[optree.Op]:
@@ -636,13 +635,14 @@ def _decode_trees(specs: list[KernelSpec], s: dict, dtype: str) -> list[optree.O
                 core = optree.Op("aten::softmax", [dd, [], []], [optree.F32, "Scalar", ""], keep_cover=True, children=[
                     optree.Op("aten::_softmax", [dd, [], []], [optree.F32, "Scalar", "Scalar"], launches=True)])
             elif spec.op == "aten::fill_":  # stopping criteria's torch.full((1,), False, dtype=torch.bool)
-                core = optree.Op("aten::full", [[], [], [], [], [], []], ["ScalarList", "Scalar", "Scalar", "", "", ""],
+                core = optree.Op("aten::full", [[]] * 6, ["ScalarList", "Scalar", "Scalar", "", "", ""],
                                  keep_cover=True, children=[
-                                     optree.Op("aten::empty", [[], [], [], [], [], []], ["ScalarList"] + ["Scalar"] + [""] * 4),
+                                     optree.Op("aten::empty", [[]] * 6, ["ScalarList", "Scalar", "", "", "", ""]),
                                      optree.Op("aten::fill_", [[1], []], ["bool", "Scalar"], launches=True)])
             elif spec.op == "aten::rsub":  # 1 - unfinished_sequences: rsub.Scalar calls aten::sub
-                core = optree.Op("aten::rsub", [[1], [], []], ["long int", "Scalar", "Scalar"], keep_cover=True, children=[
-                    optree.Op("aten::sub", [[], [1], []], ["long int", "long int", "Scalar"], launches=True)])
+                core = optree.Op("aten::rsub", [[1], [], []], ["long int", "Scalar", "Scalar"], keep_cover=True,
+                                 children=[optree.Op("aten::sub", [[], [1], []], ["long int", "long int", "Scalar"],
+                                                     launches=True)])
             else:
                 core = optree.tree_for(spec, widths)
         trees.append(optree.forest(*pre, core) if pre and _VIEWS else core)

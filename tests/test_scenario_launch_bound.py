@@ -12,6 +12,7 @@ import pytest
 import scenarios
 from app import physics
 from app.scenario import InstanceError, observation
+from app.trace import kineto
 from app.trace.builder import Kind
 from scenarios import launch_bound
 
@@ -171,7 +172,7 @@ def test_rows_are_named_as_kineto_names_them():
 
 
 def _ops_by_ext(seed):
-    doc = json.loads(__import__("app.trace.kineto", fromlist=["dumps"]).dumps(inst(seed).trace(0), "t.json"))
+    doc = json.loads(kineto.dumps(inst(seed).trace(0), "t.json"))
     ev = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
     by_ext = {}
     for e in ev:
@@ -230,9 +231,11 @@ def test_the_views_build_the_tree_without_moving_kernels_or_key(monkeypatch):
     unsqueezes and slices, ...) the canonical INT8 decode holds the ops per launch of a real eager
     trace, and its kernels, launches and key are the ones without them."""
     from app.analysis import fidelity
-    from app.trace import kineto
-    pick = lambda i: [(e["ts"], e["dur"]) for e in json.loads(kineto.dumps(i.trace(0), "t.json"))["traceEvents"]  # noqa: E731
-                      if e.get("cat") in ("kernel", "cuda_runtime")]
+
+    def pick(i):
+        return [(e["ts"], e["dur"]) for e in json.loads(kineto.dumps(i.trace(0), "t.json"))["traceEvents"]
+                if e.get("cat") in ("kernel", "cuda_runtime")]
+
     off = SCN.instance("canonical", {"tokens": "3"})
     monkeypatch.setattr(launch_bound, "_VIEWS", True)
     on = SCN.instance("canonical", {"tokens": "3"})
