@@ -133,11 +133,6 @@ _NO_TREE_YET = "its ops are emitted one per launch, without Input Dims: no op tr
 KNOWN_FLAT = {
     ("prefill", "canonical"): _NO_TREE_YET,
     ("prefill", 1): _NO_TREE_YET,
-    ("launch-bound", "canonical"): (
-        "the canonical INT8 decode's real tree is mostly top-level views: nothing nests under "
-        "trtllm::weight_only_quant_gemm (its runner allocates with at::detail::empty_cuda) or the elementwise ops; "
-        "with the views (launch_bound._VIEWS) 2.48 ops per launch, but the median gap between top-level ops falls "
-        "to 5.7 µs, under the fidelity bound (11.3); without, 1.02"),
 }
 
 

@@ -87,6 +87,9 @@ JUDGED_QUANTILES = {"kernel_gap_us": (10, 50, 90), "launch_delay_us": (10, 50, 9
 # tell (a constant still is): the page says so instead of marking them.
 PATHOLOGY_SHAPED = {
     ("launch-bound", "kernel_gap_us"): "the GPU waits on each launch: gaps of several µs are the case",
+    ("launch-bound", "between_ops_us"): ("a host-bound eager decode: tiny ops and the views between them (reshape, "
+                                         "transpose, rotary's slices) a few µs apart, where the real traces' training "
+                                         "steps spend 10-60 µs of Python between heavier ops"),
     ("launch-bound", "launch_delay_us"): ("a fifth of the kernels are launched while a weight GEMV still runs and "
                                           "wait behind it, up to its length; the others start within ~3 µs of "
                                           "their launch call's return, a few before it, as on the real traces"),
