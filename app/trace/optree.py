@@ -69,7 +69,8 @@ VIEW_NS = 900  # a view op's own time per op in it (aten::transpose > aten::as_s
 FIRST_WINDOW_NS = 6_000  # before a phase's first op: how far back its views may sit
 
 
-def _place(tree: Op, s: int, l0: int, e: int, slack: int, close_div: int, last_end: int | None) -> list:
+def _place(tree: Op, s: int, l0: int, e: int, slack: int, close_div: int, last_end: int | None,
+           memo: dict | None = None) -> list:
     """A forest's ops, or a tree with keep_cover: (op, start, end, depth) as _layout gives them,
     the views of a forest in the Python time between `last_end` (where the thread's previous
     op closed) and `s`, evenly apart, and the launching tree starting late by the views' time
@@ -77,7 +78,7 @@ def _place(tree: Op, s: int, l0: int, e: int, slack: int, close_div: int, last_e
     pre, core = (tree.children[:-1], tree.children[-1]) if not tree.name else ([], tree)
     extend = 0
     if core.keep_cover:
-        extend = max(0, max(z for _, _, z, _ in _layout(core, s, l0, e, slack, close_div)) - e)
+        extend = max(0, max(z for _, _, z, _ in _layout(core, s, l0, e, slack, close_div, memo)) - e)
     budget = int(0.6 * max(0, l0 - s))
     lo = s - FIRST_WINDOW_NS if last_end is None else min(last_end, s)
     dv = [VIEW_NS * size(v) for v in pre]
@@ -92,7 +93,7 @@ def _place(tree: Op, s: int, l0: int, e: int, slack: int, close_div: int, last_e
         for v, d in zip(pre, dv):
             out.extend(_nest(v, int(t), int(t + d), 0))
             t += d + gap
-    return out + _layout(core, s + shift, l0, e, slack, close_div)
+    return out + _layout(core, s + shift, l0, e, slack, close_div, memo)
 
 
 def _views(w: list[int], forward: bool = True) -> Op:
@@ -334,6 +335,7 @@ def emit(b: TraceBuilder, trees: list[Op], *, pid: int, tid: int, op_start: np.n
     pair_head = None  # rows index of the open pair's evaluate_function
     one_call = None  # rows indices of the open one-call backward node's path (evaluate_function first)
     last_end = None  # keep_cover: where the thread's last op closed
+    memo: dict = {}  # each tree's shape, by identity: the trees (and so their ids) live through the call
     for i, tree in enumerate(trees):
         s, l0, e = int(op_start[i]), int(launch_start[i]), int(op_end[i])
         slack = max(0, int(next_start[i]) - e)
@@ -350,7 +352,7 @@ def emit(b: TraceBuilder, trees: list[Op], *, pid: int, tid: int, op_start: np.n
             continue
         one_call = None
         if gemm_bwd and pair_head is not None and rows[pair_head][0].name == tree.name:
-            body = _layout(Op("", children=tree.children[0].children), s, l0, e, slack, close_div)[1:]
+            body = _layout(Op("", children=tree.children[0].children), s, l0, e, slack, close_div)[1:]  # a new root
             rows.extend([op, a, z, int(ext[i]) if op.launches else -1, None, 0] for op, a, z, _ in body)
             close = max(r[2] for r in rows[pair_head:])
             rows[pair_head + 1][2] = close + max(1, min(400, slack // 6))
@@ -367,18 +369,21 @@ def emit(b: TraceBuilder, trees: list[Op], *, pid: int, tid: int, op_start: np.n
                 seq, fwd_tid = autograd.backward(node, pid, tid, s), 1
         pair_head = len(rows) if gemm_bwd else None
         if keep_cover:  # forests and keep_cover trees placed apart (_place)
-            laid = _place(tree, s, l0, e, slack, close_div, last_end)
+            laid = _place(tree, s, l0, e, slack, close_div, last_end, memo)
             last_end = max(z for _, _, z, _ in laid)
         else:
-            laid = _layout(tree, s, l0, e, slack, close_div)
+            laid = _layout(tree, s, l0, e, slack, close_div, memo)
         if fused:  # the path's rows, the views beside it left out
             one_call = [len(rows) + j for j, (op, _, _, _) in enumerate(laid) if any(op is p for p in path)]
         rows.extend([op, a, z, int(ext[i]) if op.launches else -1, seq if op.autograd else None, fwd_tid]
                     for op, a, z, _ in laid)
     fresh = iter(b.external_ids(sum(1 for r in rows if r[3] < 0)).tolist())
     extras = []
+    op_args: dict = {}  # an op's args are its own: one dict for every row of it
     for op, _, _, _, seq, fwd_tid in rows:
-        args = op.args()
+        args = op_args.get(id(op))
+        if args is None:
+            args = op_args[id(op)] = op.args()
         if seq is not None:
             args = {**args, "Sequence number": seq, "Fwd thread id": fwd_tid}
         extras.append(args or None)
@@ -398,38 +403,60 @@ def _walk(op: Op):
         yield from _walk(c)
 
 
-def _layout(tree: Op, s: int, l0: int, e: int, slack: int, close_div: int = 3) -> list[tuple[Op, int, int, int]]:
+def _layout(tree: Op, s: int, l0: int, e: int, slack: int, close_div: int = 3,
+            memo: dict | None = None) -> list[tuple[Op, int, int, int]]:
     """(op, start, end, depth) for each op of the tree: the path to the launching op starts in
     turn across the first 55% of the time before the launch, the ops beside it that come
     first (views) share that time, the launching op runs to `e` as the flat op did, what
     comes after it (a view of the result) and each ancestor's close take the Python time
-    after, at most a third of it."""
-    path = _path(tree)
+    after, at most a third of it. `memo` (one emit's): each tree's shape, worked out once."""
+    memo = {} if memo is None else memo
+    path, idx, units, n_after, after_size = _shape(tree, memo)
     before_ns = max(0, int((l0 - s) * 0.55))
-    units = sum(1 + sum(size(c) for c in node.children[:node.children.index(nxt)])
-                for node, nxt in zip(path, path[1:])) or 1
     unit = before_ns / units
-    after = [c for node, nxt in zip(path, path[1:]) for c in node.children[node.children.index(nxt) + 1:]]
-    after_ns = min(slack // close_div, 2_000 * (len(after) + len(path)))
-    a_unit = after_ns / (sum(size(c) for c in after) + len(path)) if after_ns else 0
+    after_ns = min(slack // close_div, 2_000 * (n_after + len(path)))
+    a_unit = after_ns / (after_size + len(path)) if after_ns else 0
     out: list = []
     t = float(s)
-    for depth, (node, nxt) in enumerate(zip(path, path[1:])):
+    for depth, (node, i) in enumerate(zip(path, idx)):
         out.append([node, int(t), None, depth])
         t += unit
-        for c in node.children[:node.children.index(nxt)]:  # siblings a little apart, never touching
-            out.extend(_nest(c, int(t + unit * 0.1), int(t + unit * (size(c) - 0.1)), depth + 1))
-            t += unit * size(c)
+        for c in node.children[:i]:  # siblings a little apart, never touching
+            n = _size(c, memo)
+            out.extend(_nest(c, int(t + unit * 0.1), int(t + unit * (n - 0.1)), depth + 1))
+            t += unit * n
     out.append([path[-1], int(t), e, len(path) - 1])
     t = float(e)
     for depth in range(len(path) - 2, -1, -1):  # close each ancestor, after the ops that follow its child
-        node, nxt = path[depth], path[depth + 1]
-        for c in node.children[node.children.index(nxt) + 1:]:
-            out.extend(_nest(c, int(t + a_unit * 0.2), int(t + a_unit * size(c)), depth + 1))
-            t += a_unit * size(c)
+        node = path[depth]
+        for c in node.children[idx[depth] + 1:]:
+            n = _size(c, memo)
+            out.extend(_nest(c, int(t + a_unit * 0.2), int(t + a_unit * n), depth + 1))
+            t += a_unit * n
         t += max(a_unit, 1)
         next(r for r in out if r[0] is node)[2] = int(t)
     return [tuple(r) for r in out]
+
+
+def _shape(tree: Op, memo: dict) -> tuple:
+    """The path to the launching op, the place of each step of it among its parent's children,
+    the time units before the launch, and the count and size of the ops after it."""
+    got = memo.get(id(tree))
+    if got is None:
+        path = _path(tree)
+        idx = [node.children.index(nxt) for node, nxt in zip(path, path[1:])]
+        units = sum(1 + sum(_size(c, memo) for c in node.children[:i]) for node, i in zip(path, idx)) or 1
+        after = [c for node, i in zip(path, idx) for c in node.children[i + 1:]]
+        got = memo[id(tree)] = (path, idx, units, len(after), sum(_size(c, memo) for c in after))
+    return got
+
+
+def _size(op: Op, memo: dict) -> int:
+    key = ("size", id(op))
+    n = memo.get(key)
+    if n is None:
+        n = memo[key] = size(op)
+    return n
 
 
 def _path(tree: Op) -> list[Op]:
