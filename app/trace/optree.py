@@ -31,6 +31,9 @@ from app.trace.builder import Kind, TraceBuilder
 from app.workload import SDPA_BACKWARD, SDPA_FORWARD
 
 EV = "autograd::engine::evaluate_function: "
+# The root of a forest: ops side by side at the top level (a Python wrapper that allocates the
+# output, then calls the custom op that launches), no op above them; emit writes no row for it.
+FOREST = ""
 BF16, F32 = "c10::BFloat16", "float"
 
 
@@ -42,6 +45,10 @@ class Op:
     children: list["Op"] = field(default_factory=list)
     launches: bool = False  # calls cudaLaunchKernel (one per tree)
     autograd: bool = False  # makes an autograd node (forward) or is one (backward): a Sequence number
+    # The root is the previous launch's root, the same op still open (a custom op whose one call
+    # launches twice, e.g. vLLM's unified attention: the KV-cache write, then the attention):
+    # emit adds this tree's ops under the previous root's row and extends it, no second root.
+    joins_previous: bool = False
 
     def args(self) -> dict:
         if self.dims is None:
@@ -289,6 +296,7 @@ def emit(b: TraceBuilder, trees: list[Op], *, pid: int, tid: int, op_start: np.n
     rows: list[list] = []  # [op, start, end, launch ext or -1, seq or None, fwd thread id]
     pair_head = None  # rows index of the open pair's evaluate_function
     one_call = None  # rows indices of the open one-call backward node's path (evaluate_function first)
+    root_row = None  # rows index where the latest tree starts (a tree that joins_previous extends its op)
     for i, tree in enumerate(trees):
         s, l0, e = int(op_start[i]), int(launch_start[i]), int(op_end[i])
         slack = max(0, int(next_start[i]) - e)
@@ -322,10 +330,17 @@ def emit(b: TraceBuilder, trees: list[Op], *, pid: int, tid: int, op_start: np.n
                 seq, fwd_tid = autograd.backward(node, pid, tid, s), 1
         pair_head = len(rows) if gemm_bwd else None
         laid = _layout(tree, s, l0, e, slack, close_div)
+        if tree.joins_previous and root_row is not None:  # the previous root still open: its ops under it
+            head = next(j for j in range(len(rows) - 1, root_row - 1, -1) if rows[j][0].name == tree.name)
+            rows[head][2] = max(rows[head][2], laid[0][2])
+            rows.extend([op, a, z, int(ext[i]) if op.launches else -1, None, 0] for op, a, z, _ in laid[1:])
+            continue
+        root_row = len(rows)
         if fused:  # the path's rows, the views beside it left out
             one_call = [len(rows) + j for j, (op, _, _, _) in enumerate(laid) if any(op is p for p in path)]
         rows.extend([op, a, z, int(ext[i]) if op.launches else -1, seq if op.autograd else None, fwd_tid]
                     for op, a, z, _ in laid)
+    rows = [r for r in rows if r[0].name != FOREST]
     fresh = iter(b.external_ids(sum(1 for r in rows if r[3] < 0)).tolist())
     extras = []
     for op, _, _, _, seq, fwd_tid in rows:
@@ -372,6 +387,12 @@ def _layout(tree: Op, s: int, l0: int, e: int, slack: int, close_div: int = 3) -
             out.extend(_nest(c, int(t + unit * 0.1), int(t + unit * (size(c) - 0.1)), depth + 1))
             t += unit * size(c)
     out.append([path[-1], int(t), e, len(path) - 1])
+    if path[-1].children:  # what the launching op calls before it launches (its output's allocation)
+        inner = (l0 - t) / (sum(size(c) for c in path[-1].children) + 1)
+        u = t + inner / 2
+        for c in path[-1].children:
+            out.extend(_nest(c, int(u + inner * 0.1), int(u + inner * (size(c) - 0.1)), len(path)))
+            u += inner * size(c)
     t = float(e)
     for depth in range(len(path) - 2, -1, -1):  # close each ancestor, after the ops that follow its child
         node, nxt = path[depth], path[depth + 1]
@@ -394,8 +415,14 @@ def _path(tree: Op) -> list[Op]:
 
 
 def size(op: Op) -> int:
-    """How many events the tree emits: the op and every op under it."""
+    """How many ops the tree holds: the op and every op under it."""
     return 1 + sum(size(c) for c in op.children)
+
+
+def events(tree: Op) -> int:
+    """How many cpu_op events the tree emits: a forest's root (FOREST, top-level ops side by
+    side with no op above them) and a root that joins the previous launch's emit none."""
+    return size(tree) - (tree.name == FOREST or tree.joins_previous)
 
 
 def _nest(op: Op, a: int, z: int, depth: int) -> list:
