@@ -31,9 +31,6 @@ from app.trace.builder import Kind, TraceBuilder
 from app.workload import SDPA_BACKWARD, SDPA_FORWARD
 
 EV = "autograd::engine::evaluate_function: "
-# The root of a forest: ops side by side at the top level (a Python wrapper that allocates the
-# output, then calls the custom op that launches), no op above them; emit writes no row for it.
-FOREST = ""
 BF16, F32 = "c10::BFloat16", "float"
 
 
@@ -340,7 +337,6 @@ def emit(b: TraceBuilder, trees: list[Op], *, pid: int, tid: int, op_start: np.n
             one_call = [len(rows) + j for j, (op, _, _, _) in enumerate(laid) if any(op is p for p in path)]
         rows.extend([op, a, z, int(ext[i]) if op.launches else -1, seq if op.autograd else None, fwd_tid]
                     for op, a, z, _ in laid)
-    rows = [r for r in rows if r[0].name != FOREST]
     fresh = iter(b.external_ids(sum(1 for r in rows if r[3] < 0)).tolist())
     extras = []
     for op, _, _, _, seq, fwd_tid in rows:
@@ -420,9 +416,8 @@ def size(op: Op) -> int:
 
 
 def events(tree: Op) -> int:
-    """How many cpu_op events the tree emits: a forest's root (FOREST, top-level ops side by
-    side with no op above them) and a root that joins the previous launch's emit none."""
-    return size(tree) - (tree.name == FOREST or tree.joins_previous)
+    """How many cpu_op events the tree emits (a root that joins the previous launch's emits none)."""
+    return size(tree) - tree.joins_previous
 
 
 def _nest(op: Op, a: int, z: int, depth: int) -> list:
