@@ -46,13 +46,19 @@ class Op:
     # launches twice, e.g. vLLM's unified attention: the KV-cache write, then the attention):
     # emit adds this tree's ops under the previous root's row and extends it, no second root.
     joins_previous: bool = False
+    # what is computed once per op: a tree is shared by every launch of its kind (read-only)
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     def args(self) -> dict:
-        if self.dims is None:
-            return {}
-        types = self.types or [BF16 if d else "Scalar" for d in self.dims]
-        return {"Input Dims": self.dims, "Input type": types,
-                "Concrete Inputs": ["" if d or t != "Scalar" else "1" for d, t in zip(self.dims, types)]}
+        """record_shapes' args (one dict per op, shared by its events: the export only reads it)."""
+        if "args" not in self._memo:
+            if self.dims is None:
+                self._memo["args"] = {}
+            else:
+                types = self.types or [BF16 if d else "Scalar" for d in self.dims]
+                self._memo["args"] = {"Input Dims": self.dims, "Input type": types, "Concrete Inputs": [
+                    "" if d or t != "Scalar" else "1" for d, t in zip(self.dims, types)]}
+        return self._memo["args"]
 
 
 def _views(w: list[int], forward: bool = True) -> Op:
@@ -401,10 +407,16 @@ def _layout(tree: Op, s: int, l0: int, e: int, slack: int, close_div: int = 3) -
 
 
 def _path(tree: Op) -> list[Op]:
+    if "path" not in tree._memo:
+        tree._memo["path"] = _find_path(tree)
+    return tree._memo["path"]
+
+
+def _find_path(tree: Op) -> list[Op]:
     if tree.launches:
         return [tree]
     for c in tree.children:
-        p = _path(c)
+        p = _find_path(c)
         if p:
             return [tree, *p]
     return []
@@ -412,7 +424,9 @@ def _path(tree: Op) -> list[Op]:
 
 def size(op: Op) -> int:
     """How many ops the tree holds: the op and every op under it."""
-    return 1 + sum(size(c) for c in op.children)
+    if "size" not in op._memo:
+        op._memo["size"] = 1 + sum(size(c) for c in op.children)
+    return op._memo["size"]
 
 
 def events(tree: Op) -> int:
