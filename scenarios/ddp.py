@@ -467,7 +467,7 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
         if pl["checkpoint_layers"] is None:
             raise InstanceError(f"{p.model_params_b:.3g}B with AdamW does not fit {gpu.key}'s memory with every "
                                 f"layer checkpointed: {_memory(n_params, p.world_size, p.tokens_per_gpu, pl['shape'], pl['shape']['layers']).describe(gpu)}")
-        shape, fwd, bwd0 = pl["shape"], pl["fwd"], pl["bwd"]
+        shape, fwd = pl["shape"], pl["fwd"]
         fwd_ms, busbw, ar_ms = pl["fwd_ms"], pl["busbw"], pl["ar_ms"]
         bwd, exp_b = _backward_with_recompute(pl)
         bwd_ms = float(exp_b.sum())

@@ -6,9 +6,11 @@ points elsewhere). Without it these tests skip and say why.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -23,20 +25,23 @@ pytestmark = pytest.mark.skipif(not HTA_PYTHON.exists(),
                                        f"./run test installs it unless TRACEDOJO_SKIP_HTA=1)")
 
 
-def hta(sid: str, seed, tmp_path: Path, fixed: bool = False) -> dict:
+@functools.lru_cache(maxsize=None)
+def hta(sid: str, seed, fixed: bool = False) -> dict:
+    """HTA's read of an instance's exports, once per instance in this file's worker: the
+    canonical before-the-fix read serves both tests that need it (an 8-rank read takes ~30 s)."""
     inst = scenarios.get(sid).instance(seed, fixed=fixed)
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    for rank in range(inst.ranks):
-        kineto.save(inst.trace(rank), tmp_path / f"rank-{rank}.json.gz", inst.trace_name(rank))
-    out = subprocess.run([str(HTA_PYTHON), str(Path(__file__).with_name("hta_probe.py")), str(tmp_path)],
-                         capture_output=True, text=True, timeout=600)
+    with tempfile.TemporaryDirectory(prefix="hta-") as tmp:
+        for rank in range(inst.ranks):
+            kineto.save(inst.trace(rank), Path(tmp) / f"rank-{rank}.json.gz", inst.trace_name(rank))
+        out = subprocess.run([str(HTA_PYTHON), str(Path(__file__).with_name("hta_probe.py")), tmp],
+                             capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("sid", list(scenarios.REGISTRY))
-def test_hta_reads_every_rank(sid, tmp_path):
-    got = hta(sid, "canonical", tmp_path)
+def test_hta_reads_every_rank(sid):
+    got = hta(sid, "canonical")
     ranks = scenarios.get(sid).instance("canonical").ranks
     assert len(got["temporal"]) == ranks
     for row in got["temporal"]:
@@ -45,7 +50,7 @@ def test_hta_reads_every_rank(sid, tmp_path):
 
 
 @pytest.mark.parametrize("sid", [sid for sid, scn in scenarios.REGISTRY.items() if scn.version in scn.fixable])
-def test_hta_reads_the_trace_after_the_fix(sid, tmp_path):
+def test_hta_reads_the_trace_after_the_fix(sid):
     """The fixed build is an export like any other (launch-bound's: one cudaGraphLaunch whose
     kernels share its correlation id). Where the pathology is time the GPU does not compute (all
     but skinny-gemm, whose loss is inside a kernel), HTA finds less of it, on the mean over ranks:
@@ -53,7 +58,7 @@ def test_hta_reads_the_trace_after_the_fix(sid, tmp_path):
     waiting inside their collectives). prefill's stall is a busy GPU, and its fix trades it for eager
     mixed iterations whose launches leave the GPU more idle (canonical ~17% -> ~23% of the trace),
     so it, like skinny-gemm, is only read."""
-    before, after = hta(sid, "canonical", tmp_path / "before"), hta(sid, "canonical", tmp_path / "after", fixed=True)
+    before, after = hta(sid, "canonical"), hta(sid, "canonical", fixed=True)
     assert len(after["temporal"]) == len(before["temporal"])
     for row in after["temporal"]:
         assert row["kernel_time(us)"] > 0
@@ -65,13 +70,13 @@ def test_hta_reads_the_trace_after_the_fix(sid, tmp_path):
 
 
 @pytest.mark.parametrize("seed", ["canonical", 4])
-def test_hta_sees_serialized_comm_on_ddp(seed, tmp_path):
-    got = hta("ddp", seed, tmp_path)
+def test_hta_sees_serialized_comm_on_ddp(seed):
+    got = hta("ddp", seed)
     assert got["overlap"][0]["comp_comm_overlap_pctg"] < 5
 
 
 @pytest.mark.skipif("skinny-gemm" not in scenarios.REGISTRY, reason="skinny-gemm not registered")
 @pytest.mark.parametrize("seed", ["canonical", 4])
-def test_hta_sees_hidden_comm_on_skinny_gemm(seed, tmp_path):
-    got = hta("skinny-gemm", seed, tmp_path)
+def test_hta_sees_hidden_comm_on_skinny_gemm(seed):
+    got = hta("skinny-gemm", seed)
     assert got["overlap"][0]["comp_comm_overlap_pctg"] > 60

@@ -131,9 +131,11 @@ def test_each_launch_carries_the_grid_its_shape_needs():
 # an entry that comes back inside the bounds fails until it is taken off.
 _NO_TREE_YET = "its ops are emitted one per launch, without Input Dims: no op tree yet"
 KNOWN_FLAT = {
-    ("launch-bound", "canonical"): ("the canonical INT8 decode launches trtllm::weight_only_quant_gemm and single "
-                                    "elementwise ops with no tree around them: 1.01 ops per launch (seed 1, bf16: "
-                                    "2.4)"),
+    ("launch-bound", "canonical"): (
+        "the canonical INT8 decode's real tree is mostly top-level views: nothing nests under "
+        "trtllm::weight_only_quant_gemm (its runner allocates with at::detail::empty_cuda) or the elementwise ops; "
+        "with the views (launch_bound._VIEWS) 2.48 ops per launch, but the median gap between top-level ops falls "
+        "to 5.7 µs, under the fidelity bound (11.3); without, 1.02"),
 }
 
 
@@ -149,3 +151,71 @@ def test_every_current_version_has_several_ops_per_launch_with_shapes(sid, seed)
     m = fidelity.measure_instance(scenarios.get(sid).instance(seed))
     assert 2.0 <= m["ops_per_launch"] <= 5.5, m["ops_per_launch"]
     assert m["input_dims_share"] > 0
+
+
+def _phase(trees, keep_cover: bool):
+    """Twelve launches with the given trees (None: flat ops), their host and GPU times fixed."""
+    from app.trace.builder import KernelInfo
+    from app.trace.emit import launch_phase
+    b = TraceBuilder(1_700_000_000_000_000_000, {"deviceProperties": [{"numSms": 132}]})
+    n = 12
+    ops = np.array([b.name_id("aten::mul")] * n)
+    kernels = np.array([b.kernel(workload.ELEMENTWISE["mul"], KernelInfo(grid=(8, 1, 1), block=(128, 1, 1)))] * n)
+    rng = np.random.default_rng(3)
+    overhead = rng.integers(4_000, 9_000, n)
+    launch_phase(b, host_pid=1, cpu_tid=1, gpu_pid=0, stream=7, op_names=ops, kernel_names=kernels,
+                 kernel_dur_ns=np.full(n, 2_000), cpu_t0=100_000, gpu_t0=100_000, op_overhead_ns=overhead,
+                 launch_ns=np.full(n, 5_000), gpu_gap_ns=1_000, free_after_ns=2 * overhead,
+                 **({"tree": trees, "tree_keep_cover": keep_cover} if trees else {}))
+    return json.loads(kineto.dumps(b.build(), "t.json"))["traceEvents"]
+
+
+def _covered_ns(events) -> int:
+    spans = sorted((round(float(e["ts"]) * 1000), round((float(e["ts"]) + float(e["dur"])) * 1000))
+                   for e in events if e.get("cat") == "cpu_op")
+    total, end = 0, None
+    for a, z in spans:
+        if end is None or a >= end:
+            total, end = total + z - a, z
+        elif z > end:
+            total, end = total + z - end, z
+    return total
+
+
+def test_a_forest_lays_its_views_in_the_python_before_the_op_and_keeps_the_covered_time():
+    """optree.forest (views the Python calls before the op that launches, at the top level) and
+    keep_cover trees (a cast: aten::to > aten::_to_copy > aten::empty_strided, aten::copy_):
+    the kernels and launches stay where the flat ops put them, the ops nest, each launch sits in
+    its op, the views come before it with time between, and the thread's covered time (what
+    launch-bound's key measures) is the flat ops' to the nanosecond."""
+    d = [1, 1, 4096]
+    view = optree.Op("aten::reshape", [d, []], [optree.BF16, "ScalarList"], children=[
+        optree.Op("aten::view", [d, []], [optree.BF16, "ScalarList"])])
+    tr = optree.Op("aten::transpose", [d, [], []], [optree.BF16, "Scalar", "Scalar"], children=[
+        optree.Op("aten::as_strided", [d, [], [], []], [optree.BF16, "ScalarList", "ScalarList", ""])])
+    mul = optree.Op("aten::mul", [d, d], launches=True)
+    cast = optree.Op("aten::to", [d, [], [], [], []], keep_cover=True, children=[
+        optree.Op("aten::_to_copy", [d], children=[optree.Op("aten::empty_strided", [[]]),
+                                                   optree.Op("aten::copy_", [d, d], launches=True)])])
+    trees = [optree.forest(view, tr, mul), cast, optree.forest(view, cast), mul] * 3
+    flat, tree = _phase(None, False), _phase(trees, True)
+    pick = lambda ev, cats: [(e["ts"], e["dur"], e["name"]) for e in ev if e.get("cat") in cats]  # noqa: E731
+    assert pick(tree, ("kernel", "cuda_runtime")) == pick(flat, ("kernel", "cuda_runtime"))
+    assert _covered_ns(tree) == _covered_ns(flat)
+    ops = [e for e in tree if e.get("cat") == "cpu_op"]
+    assert len(ops) == sum(optree.size(t) for t in trees) == 3 * ((2 + 2 + 1) + 4 + (2 + 4) + 1)
+    assert all(e["name"] for e in ops)  # a forest's root is never emitted
+    stack = []
+    for e in sorted(ops, key=lambda e: (float(e["ts"]), -float(e["dur"]))):
+        a, z = float(e["ts"]), float(e["ts"]) + float(e["dur"])
+        while stack and stack[-1] <= a:
+            stack.pop()
+        assert not stack or z <= stack[-1] + 1e-9
+        stack.append(z)
+    by_ext = {e["args"]["External id"]: e for e in ops}
+    launches = [e for e in tree if e.get("name") == "cudaLaunchKernel"]
+    assert [by_ext[e["args"]["External id"]]["name"] for e in launches] == ["aten::mul", "aten::copy_", "aten::copy_",
+                                                                           "aten::mul"] * 3
+    first_mul = next(e for e in ops if e["name"] == "aten::mul")
+    reshape = next(e for e in ops if e["name"] == "aten::reshape")
+    assert float(reshape["ts"]) + float(reshape["dur"]) < float(first_mul["ts"])  # before it, apart

@@ -44,7 +44,8 @@ def launch_phase(b: TraceBuilder, *, host_pid: int, cpu_tid: int, gpu_pid: int, 
                  free_after_ns: np.ndarray | None = None, emit_op: np.ndarray | None = None,
                  pending_kernel_start: np.ndarray | None = None, tree: list | None = None,
                  autograd=None, backward: bool = False, kernel_cfg: np.ndarray | None = None,
-                 tree_room_ns: np.ndarray | None = None, tree_close_div: int = 3) -> Launched:
+                 tree_room_ns: np.ndarray | None = None, tree_close_div: int = 3,
+                 tree_keep_cover: bool = False) -> Launched:
     """Emit one op + launch + kernel per entry; returns the timing.
 
     op_names / kernel_names: name ids (TraceBuilder.name_id). op_overhead_ns: the
@@ -61,6 +62,8 @@ def launch_phase(b: TraceBuilder, *, host_pid: int, cpu_tid: int, gpu_pid: int, 
     `tree_room_ns`: per op, how much of the time after it its tree's closes may use (default:
     all of it up to the next op; less where the caller puts its own rows in `free_after_ns`).
     `tree_close_div`: the tree closes within 1/tree_close_div of the Python time after each op.
+    `tree_keep_cover`: the trees may be forests (optree.forest: views before the op) and keep the
+    thread's covered time the flat ops' (optree._place).
     kernel_cfg: per launch, its own launch configuration (TraceBuilder.kernel_config).
     """
     n = len(kernel_names)
@@ -91,7 +94,7 @@ def launch_phase(b: TraceBuilder, *, host_pid: int, cpu_tid: int, gpu_pid: int, 
             next_start = np.minimum(next_start, op_start + op_dur + np.asarray(tree_room_ns, np.int64))
         ext = optree.emit(b, tree, pid=host_pid, tid=cpu_tid, op_start=op_start, launch_start=launch_start,
                           op_end=op_start + op_dur, next_start=next_start, ext=ext, autograd=autograd,
-                          backward=backward, close_div=tree_close_div)
+                          backward=backward, close_div=tree_close_div, keep_cover=tree_keep_cover)
     b.add(Kind.RUNTIME, "cuda_runtime", launch_api, host_pid, cpu_tid, launch_start, launch_dur,
           ext=ext, corr=corr)
     b.add(Kind.KERNEL, "kernel", kernel_names, gpu_pid, stream, k_start, kernel_dur_ns, ext=ext, corr=corr,

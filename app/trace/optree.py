@@ -42,6 +42,10 @@ class Op:
     children: list["Op"] = field(default_factory=list)
     launches: bool = False  # calls cudaLaunchKernel (one per tree)
     autograd: bool = False  # makes an autograd node (forward) or is one (backward): a Sequence number
+    concrete: list | None = None  # Concrete Inputs where the op's scalars are known (a dtype's enum value)
+    # the op's closes after its launch (an ancestor, a view of the result) come out of its own
+    # start, so the thread's covered time stays the flat op's (a caller's key measures it)
+    keep_cover: bool = False
     # The root is the previous launch's root, the same op still open (a custom op whose one call
     # launches twice, e.g. vLLM's unified attention: the KV-cache write, then the attention):
     # emit adds this tree's ops under the previous root's row and extends it, no second root.
@@ -56,9 +60,49 @@ class Op:
                 self._memo["args"] = {}
             else:
                 types = self.types or [BF16 if d else "Scalar" for d in self.dims]
-                self._memo["args"] = {"Input Dims": self.dims, "Input type": types, "Concrete Inputs": [
-                    "" if d or t != "Scalar" else "1" for d, t in zip(self.dims, types)]}
+                concrete = self.concrete or ["" if d or t != "Scalar" else "1" for d, t in zip(self.dims, types)]
+                self._memo["args"] = {"Input Dims": self.dims, "Input type": types, "Concrete Inputs": concrete}
         return self._memo["args"]
+
+
+def forest(*ops: Op) -> Op:
+    """Ops side by side with no op above them, the last one launching: the Python between two
+    launching ops calls a view or two (`x.view(...)`, `.transpose(1, 2)`, a slice) before the
+    op that launches, and the profiler records each at the top level. The unnamed root only
+    holds them; emit leaves it out, lays the views out in the Python time before the launching
+    op with its own gaps between them, and takes their time out of the launching op's start,
+    so the thread's covered time is the flat op's."""
+    return Op("", children=list(ops))
+
+
+VIEW_NS = 900  # a view op's own time per op in it (aten::transpose > aten::as_strided: 1.8 µs)
+FIRST_WINDOW_NS = 6_000  # before a phase's first op: how far back its views may sit
+
+
+def _place(tree: Op, s: int, l0: int, e: int, slack: int, close_div: int, last_end: int | None) -> list:
+    """A forest's ops, or a tree with keep_cover: (op, start, end, depth) as _layout gives them,
+    the views of a forest in the Python time between `last_end` (where the thread's previous
+    op closed) and `s`, evenly apart, and the launching tree starting late by the views' time
+    and by how far its closes reach past `e` (at most 60% of its time before the launch)."""
+    pre, core = (tree.children[:-1], tree.children[-1]) if not tree.name else ([], tree)
+    extend = 0
+    if core.keep_cover:
+        extend = max(0, max(z for _, _, z, _ in _layout(core, s, l0, e, slack, close_div)) - e)
+    budget = int(0.6 * max(0, l0 - s))
+    lo = s - FIRST_WINDOW_NS if last_end is None else min(last_end, s)
+    dv = [VIEW_NS * size(v) for v in pre]
+    room = min(budget - extend, (s - lo) // 2)  # the views shrink to the op's time and the Python's
+    if sum(dv) > room:
+        dv = [int(d * max(0, room) / sum(dv)) for d in dv]
+    shift = min(budget, sum(dv) + extend)
+    out = []
+    if pre:
+        gap = (s - lo - sum(dv)) / (len(pre) + 1)
+        t = lo + gap
+        for v, d in zip(pre, dv):
+            out.extend(_nest(v, int(t), int(t + d), 0))
+            t += d + gap
+    return out + _layout(core, s + shift, l0, e, slack, close_div)
 
 
 def _views(w: list[int], forward: bool = True) -> Op:
@@ -285,7 +329,7 @@ class Autograd:
 
 def emit(b: TraceBuilder, trees: list[Op], *, pid: int, tid: int, op_start: np.ndarray, launch_start: np.ndarray,
          op_end: np.ndarray, next_start: np.ndarray, ext: np.ndarray, autograd: Autograd | None = None,
-         backward: bool = False, close_div: int = 3) -> np.ndarray:
+         backward: bool = False, close_div: int = 3, keep_cover: bool = False) -> np.ndarray:
     """Lay out and add each launching op's tree: the op that launches keeps the phase's
     External id and ends where the flat op ended; the others get their own. A backward GEMM's
     two launches (data and weight gradients) share one evaluate_function and node; an FA3
@@ -300,6 +344,7 @@ def emit(b: TraceBuilder, trees: list[Op], *, pid: int, tid: int, op_start: np.n
     pair_head = None  # rows index of the open pair's evaluate_function
     one_call = None  # rows indices of the open one-call backward node's path (evaluate_function first)
     root_row = None  # rows index where the latest tree starts (a tree that joins_previous extends its op)
+    last_end = None  # keep_cover: where the thread's last op closed
     for i, tree in enumerate(trees):
         s, l0, e = int(op_start[i]), int(launch_start[i]), int(op_end[i])
         slack = max(0, int(next_start[i]) - e)
@@ -332,7 +377,11 @@ def emit(b: TraceBuilder, trees: list[Op], *, pid: int, tid: int, op_start: np.n
             else:
                 seq, fwd_tid = autograd.backward(node, pid, tid, s), 1
         pair_head = len(rows) if gemm_bwd else None
-        laid = _layout(tree, s, l0, e, slack, close_div)
+        if keep_cover:  # forests and keep_cover trees placed apart (_place)
+            laid = _place(tree, s, l0, e, slack, close_div, last_end)
+            last_end = max(z for _, _, z, _ in laid)
+        else:
+            laid = _layout(tree, s, l0, e, slack, close_div)
         if tree.joins_previous and root_row is not None:  # the previous root still open: its ops under it
             head = next(j for j in range(len(rows) - 1, root_row - 1, -1) if rows[j][0].name == tree.name)
             rows[head][2] = max(rows[head][2], laid[0][2])
@@ -423,9 +472,9 @@ def _find_path(tree: Op) -> list[Op]:
 
 
 def size(op: Op) -> int:
-    """How many ops the tree holds: the op and every op under it."""
+    """How many events the tree emits: the op and every op under it (a forest's root none)."""
     if "size" not in op._memo:
-        op._memo["size"] = 1 + sum(size(c) for c in op.children)
+        op._memo["size"] = (1 if op.name else 0) + sum(size(c) for c in op.children)
     return op._memo["size"]
 
 
