@@ -90,6 +90,13 @@ and constant host timing):
   captures 1, 2, 4, 8, 16, ... 512): its kernels share the launch's correlation, with graph and
   node ids; the logits, all-gather and sampler after it run eagerly. Prefill runs eager: an op
   and a launch per kernel (cudaLaunchKernelExC for the cluster-launched cutlass and FA3 kernels).
+- Each eager launch sits in the op tree torch.profiler records in vLLM (record_shapes, under
+  inference mode: Input Dims, no sequence numbers; _serving.row_tree): the custom ops the model
+  calls are leaves (_C::cutlass_scaled_mm, _C::rotary_embedding, ...), while
+  vllm::unified_attention_with_output holds the KV-cache views, the cache write and the FA3
+  varlen call (its softmax LSE's aten::empty inside), vllm::all_reduce the output's empty_like and
+  _C_custom_ar::all_reduce (or pynccl's launch), F.linear the lm_head's mm; ~2.5 ops per launch.
+  The trees sit inside the CPU time the flat ops had: no kernel, launch or key figure moves.
 - The TP all-reduce runs on the compute stream: vLLM's custom all-reduce
   (`vllm::cross_device_reduce_1stage<__nv_bfloat16, 2>`; at 4 or 8 GPUs the 2stage kernel past
   512 / 256 KB) below its 8 MiB limit, ~5.5 µs + 1.5 µs x TP of barriers plus the peers' bytes
