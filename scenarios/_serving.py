@@ -16,6 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from app import physics, workload
+from functools import lru_cache
+
+from app.trace import optree
 from app.trace.builder import KernelInfo
 
 
@@ -600,3 +603,105 @@ class _TemplateMixed(_TemplateV2):
     @staticmethod
     def _layer_rows(decode: bool) -> list:
         return _LAYER_MIXED
+
+
+# -- the op tree around each eager launch (app/trace/optree.py) ---------------------
+# What torch.profiler (record_shapes, under torch.inference_mode: no autograd nodes, no sequence
+# numbers) records around each launch of a vLLM V0 iteration run eagerly. Only dispatcher ops are
+# recorded: a custom op the model calls from Python (_C::cutlass_scaled_mm, _C::rotary_embedding)
+# is a leaf, its C++ dispatches nothing; what nests is what a custom op registered with
+# direct_register_custom_op runs in Python (vllm::unified_attention_with_output: FlashAttentionImpl
+# .forward's KV-cache views and slices, the cache write and the FA3 varlen call; vllm::all_reduce:
+# the output's torch.empty_like, then the custom all-reduce or pynccl), the allocations an op's C++
+# makes (_vllm_fa3_C::fwd's softmax LSE), and aten's own composites (F.linear, torch.softmax).
+# The Python wrappers' own allocations beside a custom op (torch.empty for its output) are left
+# out: each would be a top-level op in the Python time between two launches, which the flat op's
+# CPU time has no room for (the time between ops, app/analysis/fidelity.py, would shrink below the
+# real traces'). Shapes are per GPU; vLLM flattens the batch to [tokens, hidden].
+FP8 = "c10::Float8_e4m3fn"
+UNIFIED_ATTN = "vllm::unified_attention_with_output"
+_S, _L = "Scalar", "ScalarList"
+
+
+def _empty() -> optree.Op:
+    """torch::empty(sizes, options): the sizes are an int list, which record_shapes shows as []."""
+    return optree.Op("aten::empty", [[], [], [], [], [], []], [_L, _S, _S, "Device", _S, _S])
+
+
+def _empty_like(shape: list, ty: str = optree.BF16) -> optree.Op:
+    return optree.Op("aten::empty_like", [shape, [], [], [], [], []], [ty, _S, _S, _S, _S, _S], children=[
+        optree.Op("aten::empty_strided", [[], [], [], [], [], []], [_L, _L, _S, _S, "Device", _S])])
+
+
+def _slice(shape: list, ty: str = optree.BF16) -> optree.Op:
+    """tensor[:n]: aten::slice > aten::as_strided."""
+    return optree.Op("aten::slice", [shape, [], [], [], []], [ty, _S, _S, _S, _S], children=[
+        optree.Op("aten::as_strided", [shape, [], [], []], [ty, _L, _L, ""])])
+
+
+def _select(shape: list) -> optree.Op:
+    """kv_cache[0]: aten::select > aten::as_strided."""
+    return optree.Op("aten::select", [shape, [], []], ["unsigned char", _S, _S], children=[
+        optree.Op("aten::as_strided", [shape[1:], [], [], []], ["unsigned char", _L, _L, ""])])
+
+
+@lru_cache(maxsize=2048)
+def row_tree(ph: _Physics, slot: str, op: str, tokens: int, ar_custom: bool) -> optree.Op:
+    """The tree of one emitted row (a slot of _LAYER / _LAYER_MIXED / _HEAD) for a batch of
+    `tokens` rows (the sampler's rows for the head's sampling slots). The launching op keeps the
+    flat trace's name, except the custom all-reduce's, which vllm::all_reduce holds."""
+    Op, BF = optree.Op, optree.BF16
+    t, h, hd = tokens, ph.h, ph.m.head_dim
+    q, kv = [t, ph.hq // hd, hd], [t, ph.kvh // hd, hd]
+    cache = [2, 4096, 16, ph.kvh // hd, hd]  # [K/V, blocks, block size, kv heads, head dim] (its shape, not its size)
+    if slot in ("norm_in", "norm_post"):
+        return Op(op, [[t, h], [t, h], [t, h], [h], [], []], [FP8, BF, BF, BF, "float", _S], launches=True)
+    if slot in ph.gemm_nk:  # cutlass_scaled_mm(out, a, b, scale_a, scale_b, bias)
+        n, k = ph.gemm_nk[slot]
+        return Op(op, [[t, n], [t, k], [k, n], [1], [1], []], [BF, FP8, FP8, "float", "float", ""], launches=True)
+    if slot == "rope":  # rotary_embedding(positions, query, key, head_size, cos_sin_cache, is_neox)
+        return Op(op, [[t], [t, ph.hq], [t, ph.kvh], [], [131072, hd], []], ["long int", BF, BF, _S, BF, _S],
+                  launches=True)
+    if slot == "act":  # silu_and_mul_quant(out, input, scale)
+        return Op(op, [[t, ph.ffn], [t, 2 * ph.ffn], [1]], [FP8, BF, "float"], launches=True)
+    if slot == "quant":  # static_scaled_fp8_quant(out, input, scale)
+        return Op(op, [[t, ph.hq], [t, ph.hq], [1]], [FP8, BF, "float"], launches=True)
+    if slot == "final_norm":  # rms_norm(out, input, weight, epsilon)
+        return Op(op, [[t, h], [t, h], [h], []], [BF, BF, BF, "float"], launches=True)
+    if slot == "cache":  # the unified attention op: key_cache = kv_cache[0], value_cache = kv_cache[1],
+        # slot_mapping.flatten(), then the cache write (the attention rows join this op)
+        return Op(UNIFIED_ATTN, [q, kv, kv, q, []], [BF, BF, BF, BF, ""], children=[
+            _select(cache), _select(cache), Op("aten::flatten", [[t], [], []], ["long int", _S, _S]),
+            Op(op, [kv, kv, cache[1:], cache[1:], [t], [], [], []],
+               [BF, BF, "unsigned char", "unsigned char", "long int", "", "float", "float"], launches=True)])
+    if slot in ("attn", "attn_dec", "combine"):  # in the same op: query[:n], key[:n], value[:n], output[:n] for
+        # this part of the batch, then the FA3 varlen call, which allocates its softmax LSE
+        return Op(UNIFIED_ATTN, joins_previous=True, children=[
+            _slice(q), _slice(kv), _slice(kv), _slice(q),
+            Op(op, [q, cache[1:], cache[1:], [], [], [t + 1]], [BF, FP8, FP8, "", "", "int"], launches=True,
+               children=[_empty()])])
+    if slot in ("ar1", "ar2"):  # vllm::all_reduce: out = torch.empty_like(input), then the custom AR or pynccl
+        if ar_custom:
+            return Op(op, [[t, h]], [BF], children=[_empty_like([t, h]), Op(
+                "_C_custom_ar::all_reduce", [[], [t, h], [t, h], [], []], [_S, BF, BF, _S, _S], launches=True)])
+        return Op(op, [[t, h]], [BF], launches=True, children=[_empty_like([t, h])])
+    if slot == "lm_head":  # LogitsProcessor: F.linear(hidden_states, lm_head.weight) on the sampled rows
+        v = ph.vocab_tp
+        return Op("aten::linear", [[t, h], [v, h], []], [BF, BF, ""], children=[
+            Op("aten::t", [[v, h]], [BF], children=[
+                Op("aten::transpose", [[v, h], [], []], [BF, _S, _S], children=[
+                    Op("aten::as_strided", [[h, v], [], [], []], [BF, _L, _L, ""])])]),
+            Op("aten::matmul", [[t, h], [h, v]], [BF, BF], children=[
+                Op(op, [[t, h], [h, v]], [BF, BF], launches=True)])])
+    if slot == "gather":  # vllm::all_gather: the output's torch.empty, then the NCCL all-gather
+        return Op(op, [[t, ph.vocab_tp], []], [BF, _S], launches=True, children=[_empty()])
+    if slot == "softmax":  # torch.softmax(logits, dim=-1, dtype=torch.float)
+        return Op("aten::softmax", [[t, ph.m.vocab], [], []], ["float", _S, _S], children=[
+            Op(op, [[t, ph.m.vocab], [], []], ["float", _S, _S], launches=True)])
+    if slot == "div":  # logits.div_(temperatures.unsqueeze(dim=1))
+        return Op(op, [[t, ph.m.vocab], [t, 1]], ["float", "float"], launches=True)
+    if slot == "exp":  # q.exponential_()
+        return Op(op, [[t, ph.m.vocab], [], []], ["float", _S, ""], launches=True)
+    if slot == "argmax":  # probs.div_(q).argmax(dim=1)
+        return Op(op, [[t, ph.m.vocab], [], []], ["float", _S, _S], launches=True)
+    raise KeyError(slot)

@@ -131,8 +131,6 @@ def test_each_launch_carries_the_grid_its_shape_needs():
 # an entry that comes back inside the bounds fails until it is taken off.
 _NO_TREE_YET = "its ops are emitted one per launch, without Input Dims: no op tree yet"
 KNOWN_FLAT = {
-    ("prefill", "canonical"): _NO_TREE_YET,
-    ("prefill", 1): _NO_TREE_YET,
 }
 
 

@@ -46,13 +46,23 @@ class Op:
     # the op's closes after its launch (an ancestor, a view of the result) come out of its own
     # start, so the thread's covered time stays the flat op's (a caller's key measures it)
     keep_cover: bool = False
+    # The root is the previous launch's root, the same op still open (a custom op whose one call
+    # launches twice, e.g. vLLM's unified attention: the KV-cache write, then the attention):
+    # emit adds this tree's ops under the previous root's row and extends it, no second root.
+    joins_previous: bool = False
+    # what is computed once per op: a tree is shared by every launch of its kind (read-only)
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     def args(self) -> dict:
-        if self.dims is None:
-            return {}
-        types = self.types or [BF16 if d else "Scalar" for d in self.dims]
-        concrete = self.concrete or ["" if d or t != "Scalar" else "1" for d, t in zip(self.dims, types)]
-        return {"Input Dims": self.dims, "Input type": types, "Concrete Inputs": concrete}
+        """record_shapes' args (one dict per op, shared by its events: the export only reads it)."""
+        if "args" not in self._memo:
+            if self.dims is None:
+                self._memo["args"] = {}
+            else:
+                types = self.types or [BF16 if d else "Scalar" for d in self.dims]
+                concrete = self.concrete or ["" if d or t != "Scalar" else "1" for d, t in zip(self.dims, types)]
+                self._memo["args"] = {"Input Dims": self.dims, "Input type": types, "Concrete Inputs": concrete}
+        return self._memo["args"]
 
 
 def forest(*ops: Op) -> Op:
@@ -69,8 +79,7 @@ VIEW_NS = 900  # a view op's own time per op in it (aten::transpose > aten::as_s
 FIRST_WINDOW_NS = 6_000  # before a phase's first op: how far back its views may sit
 
 
-def _place(tree: Op, s: int, l0: int, e: int, slack: int, close_div: int, last_end: int | None,
-           memo: dict | None = None) -> list:
+def _place(tree: Op, s: int, l0: int, e: int, slack: int, close_div: int, last_end: int | None) -> list:
     """A forest's ops, or a tree with keep_cover: (op, start, end, depth) as _layout gives them,
     the views of a forest in the Python time between `last_end` (where the thread's previous
     op closed) and `s`, evenly apart, and the launching tree starting late by the views' time
@@ -78,7 +87,7 @@ def _place(tree: Op, s: int, l0: int, e: int, slack: int, close_div: int, last_e
     pre, core = (tree.children[:-1], tree.children[-1]) if not tree.name else ([], tree)
     extend = 0
     if core.keep_cover:
-        extend = max(0, max(z for _, _, z, _ in _layout(core, s, l0, e, slack, close_div, memo)) - e)
+        extend = max(0, max(z for _, _, z, _ in _layout(core, s, l0, e, slack, close_div)) - e)
     budget = int(0.6 * max(0, l0 - s))
     lo = s - FIRST_WINDOW_NS if last_end is None else min(last_end, s)
     dv = [VIEW_NS * size(v) for v in pre]
@@ -93,7 +102,7 @@ def _place(tree: Op, s: int, l0: int, e: int, slack: int, close_div: int, last_e
         for v, d in zip(pre, dv):
             out.extend(_nest(v, int(t), int(t + d), 0))
             t += d + gap
-    return out + _layout(core, s + shift, l0, e, slack, close_div, memo)
+    return out + _layout(core, s + shift, l0, e, slack, close_div)
 
 
 def _views(w: list[int], forward: bool = True) -> Op:
@@ -334,8 +343,8 @@ def emit(b: TraceBuilder, trees: list[Op], *, pid: int, tid: int, op_start: np.n
     rows: list[list] = []  # [op, start, end, launch ext or -1, seq or None, fwd thread id]
     pair_head = None  # rows index of the open pair's evaluate_function
     one_call = None  # rows indices of the open one-call backward node's path (evaluate_function first)
+    root_row = None  # rows index where the latest tree starts (a tree that joins_previous extends its op)
     last_end = None  # keep_cover: where the thread's last op closed
-    memo: dict = {}  # each tree's shape, by identity: the trees (and so their ids) live through the call
     for i, tree in enumerate(trees):
         s, l0, e = int(op_start[i]), int(launch_start[i]), int(op_end[i])
         slack = max(0, int(next_start[i]) - e)
@@ -369,21 +378,24 @@ def emit(b: TraceBuilder, trees: list[Op], *, pid: int, tid: int, op_start: np.n
                 seq, fwd_tid = autograd.backward(node, pid, tid, s), 1
         pair_head = len(rows) if gemm_bwd else None
         if keep_cover:  # forests and keep_cover trees placed apart (_place)
-            laid = _place(tree, s, l0, e, slack, close_div, last_end, memo)
+            laid = _place(tree, s, l0, e, slack, close_div, last_end)
             last_end = max(z for _, _, z, _ in laid)
         else:
-            laid = _layout(tree, s, l0, e, slack, close_div, memo)
+            laid = _layout(tree, s, l0, e, slack, close_div)
+        if tree.joins_previous and root_row is not None:  # the previous root still open: its ops under it
+            head = next(j for j in range(len(rows) - 1, root_row - 1, -1) if rows[j][0].name == tree.name)
+            rows[head][2] = max(rows[head][2], laid[0][2])
+            rows.extend([op, a, z, int(ext[i]) if op.launches else -1, None, 0] for op, a, z, _ in laid[1:])
+            continue
+        root_row = len(rows)
         if fused:  # the path's rows, the views beside it left out
             one_call = [len(rows) + j for j, (op, _, _, _) in enumerate(laid) if any(op is p for p in path)]
         rows.extend([op, a, z, int(ext[i]) if op.launches else -1, seq if op.autograd else None, fwd_tid]
                     for op, a, z, _ in laid)
     fresh = iter(b.external_ids(sum(1 for r in rows if r[3] < 0)).tolist())
     extras = []
-    op_args: dict = {}  # an op's args are its own: one dict for every row of it
     for op, _, _, _, seq, fwd_tid in rows:
-        args = op_args.get(id(op))
-        if args is None:
-            args = op_args[id(op)] = op.args()
+        args = op.args()
         if seq is not None:
             args = {**args, "Sequence number": seq, "Fwd thread id": fwd_tid}
         extras.append(args or None)
@@ -403,15 +415,13 @@ def _walk(op: Op):
         yield from _walk(c)
 
 
-def _layout(tree: Op, s: int, l0: int, e: int, slack: int, close_div: int = 3,
-            memo: dict | None = None) -> list[tuple[Op, int, int, int]]:
+def _layout(tree: Op, s: int, l0: int, e: int, slack: int, close_div: int = 3) -> list[tuple[Op, int, int, int]]:
     """(op, start, end, depth) for each op of the tree: the path to the launching op starts in
     turn across the first 55% of the time before the launch, the ops beside it that come
     first (views) share that time, the launching op runs to `e` as the flat op did, what
     comes after it (a view of the result) and each ancestor's close take the Python time
-    after, at most a third of it. `memo` (one emit's): each tree's shape, worked out once."""
-    memo = {} if memo is None else memo
-    path, idx, units, n_after, after_size = _shape(tree, memo)
+    after, at most a third of it."""
+    path, idx, units, n_after, after_size = _shape(tree)
     before_ns = max(0, int((l0 - s) * 0.55))
     unit = before_ns / units
     after_ns = min(slack // close_div, 2_000 * (n_after + len(path)))
@@ -422,15 +432,21 @@ def _layout(tree: Op, s: int, l0: int, e: int, slack: int, close_div: int = 3,
         out.append([node, int(t), None, depth])
         t += unit
         for c in node.children[:i]:  # siblings a little apart, never touching
-            n = _size(c, memo)
+            n = size(c)
             out.extend(_nest(c, int(t + unit * 0.1), int(t + unit * (n - 0.1)), depth + 1))
             t += unit * n
     out.append([path[-1], int(t), e, len(path) - 1])
+    if path[-1].children:  # what the launching op calls before it launches (its output's allocation)
+        inner = (l0 - t) / (sum(size(c) for c in path[-1].children) + 1)
+        u = t + inner / 2
+        for c in path[-1].children:
+            out.extend(_nest(c, int(u + inner * 0.1), int(u + inner * (size(c) - 0.1)), len(path)))
+            u += inner * size(c)
     t = float(e)
     for depth in range(len(path) - 2, -1, -1):  # close each ancestor, after the ops that follow its child
         node = path[depth]
         for c in node.children[idx[depth] + 1:]:
-            n = _size(c, memo)
+            n = size(c)
             out.extend(_nest(c, int(t + a_unit * 0.2), int(t + a_unit * n), depth + 1))
             t += a_unit * n
         t += max(a_unit, 1)
@@ -438,32 +454,30 @@ def _layout(tree: Op, s: int, l0: int, e: int, slack: int, close_div: int = 3,
     return [tuple(r) for r in out]
 
 
-def _shape(tree: Op, memo: dict) -> tuple:
+def _shape(tree: Op) -> tuple:
     """The path to the launching op, the place of each step of it among its parent's children,
-    the time units before the launch, and the count and size of the ops after it."""
-    got = memo.get(id(tree))
-    if got is None:
+    the time units before the launch, and the count and size of the ops after it (worked out
+    once per tree, as _path and size are: the builders share each tree across its launches)."""
+    if "shape" not in tree._memo:
         path = _path(tree)
         idx = [node.children.index(nxt) for node, nxt in zip(path, path[1:])]
-        units = sum(1 + sum(_size(c, memo) for c in node.children[:i]) for node, i in zip(path, idx)) or 1
+        units = sum(1 + sum(size(c) for c in node.children[:i]) for node, i in zip(path, idx)) or 1
         after = [c for node, i in zip(path, idx) for c in node.children[i + 1:]]
-        got = memo[id(tree)] = (path, idx, units, len(after), sum(_size(c, memo) for c in after))
-    return got
-
-
-def _size(op: Op, memo: dict) -> int:
-    key = ("size", id(op))
-    n = memo.get(key)
-    if n is None:
-        n = memo[key] = size(op)
-    return n
+        tree._memo["shape"] = (path, idx, units, len(after), sum(size(c) for c in after))
+    return tree._memo["shape"]
 
 
 def _path(tree: Op) -> list[Op]:
+    if "path" not in tree._memo:
+        tree._memo["path"] = _find_path(tree)
+    return tree._memo["path"]
+
+
+def _find_path(tree: Op) -> list[Op]:
     if tree.launches:
         return [tree]
     for c in tree.children:
-        p = _path(c)
+        p = _find_path(c)
         if p:
             return [tree, *p]
     return []
@@ -471,7 +485,14 @@ def _path(tree: Op) -> list[Op]:
 
 def size(op: Op) -> int:
     """How many events the tree emits: the op and every op under it (a forest's root none)."""
-    return (1 if op.name else 0) + sum(size(c) for c in op.children)
+    if "size" not in op._memo:
+        op._memo["size"] = (1 if op.name else 0) + sum(size(c) for c in op.children)
+    return op._memo["size"]
+
+
+def events(tree: Op) -> int:
+    """How many cpu_op events the tree emits (a root that joins the previous launch's emits none)."""
+    return size(tree) - tree.joins_previous
 
 
 def _nest(op: Op, a: int, z: int, depth: int) -> list:
