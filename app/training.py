@@ -99,6 +99,26 @@ def forward_backward(b: TraceBuilder, topo: Topology, rng: np.random.Generator, 
     return f, bw
 
 
+def comm_args(name: str, in_nelems: int, out_nelems: int, world: int) -> dict:
+    """record_param_comms' args for a bf16 collective on the default process group."""
+    return {"Collective name": name, "In msg nelems": in_nelems, "Out msg nelems": out_nelems,
+            "Group size": world, "dtype": "BFloat16", "In split size": "[]", "Out split size": "[]",
+            "Process Group Name": "0", "Process Group Description": "default_pg",
+            "Process Group Ranks": str(list(range(world)))}
+
+
+def comm_offsets_ns(h) -> tuple[int, ...]:
+    """Where a collective's host rows start and end after its c10d op starts, ns, each length
+    `h(nominal)`: record_param_comms, the nccl: range, the event record, the stream wait and
+    the launch start a step after the one before (so varied lengths never cross); then the
+    nccl: range's, record_param_comms' and the c10d op's ends."""
+    steps = [h(x) for x in (5_000, 15_000, 5_000, 5_000, 30_000)]
+    t_rec, t_nccl, t_ev, t_wait, t_launch = (int(x) for x in np.cumsum(steps))
+    t_nccl_end = t_launch + h(40_000)
+    t_rec_end = t_nccl_end + h(10_000)
+    return t_rec, t_nccl, t_ev, t_wait, t_launch, t_nccl_end, t_rec_end, t_rec_end + h(10_000)
+
+
 def allreduce(b: TraceBuilder, topo: Topology, *, cpu_t0: int, gpu_ready: int, dur_ns: int,
               nelems: int, world: int, channels: int = 24, rng: np.random.Generator | None = None,
               timing: HostTiming = hosttime.V1) -> tuple[int, int, int]:
@@ -109,18 +129,10 @@ def allreduce(b: TraceBuilder, topo: Topology, *, cpu_t0: int, gpu_ready: int, d
     rows' lengths are nominal (version 1) or vary as measured (`timing`, with `rng`).
     """
     h = (lambda ns: timing.host_ns(rng, ns)) if rng is not None else int
-    coll = {"Collective name": "allreduce", "In msg nelems": nelems, "Out msg nelems": nelems,
-            "Group size": world, "dtype": "BFloat16", "In split size": "[]", "Out split size": "[]",
-            "Process Group Name": "0", "Process Group Description": "default_pg",
-            "Process Group Ranks": str(list(range(world)))}
+    coll = comm_args("allreduce", nelems, nelems, world)
     pid, tid = topo.host_pid, topo.main_tid
-    # nested as torch writes them: c10d op > record_param_comms > nccl:all_reduce > the calls;
-    # each start a step after the one before, so varied lengths never cross
-    steps = [h(x) for x in (5_000, 15_000, 5_000, 5_000, 30_000)]
-    t_rec, t_nccl, t_ev, t_wait, t_launch = (int(x) for x in np.cumsum(steps))
-    t_nccl_end = t_launch + h(40_000)
-    t_rec_end = t_nccl_end + h(10_000)
-    t_end = t_rec_end + h(10_000)
+    # nested as torch writes them: c10d op > record_param_comms > nccl:all_reduce > the calls
+    t_rec, t_nccl, t_ev, t_wait, t_launch, t_nccl_end, t_rec_end, t_end = comm_offsets_ns(h)
     cpu_span(b, "c10d::allreduce_", pid, tid, cpu_t0, cpu_t0 + t_end, cat="cpu_op")
     cpu_span(b, "record_param_comms", pid, tid, cpu_t0 + t_rec, cpu_t0 + t_rec_end, cat="cpu_op",
              extra={**coll, "Global rank start": 0, "Global rank stride": 1})

@@ -120,17 +120,10 @@ def _collective_rows(rows: _Rows, topo, tid: int, h, cpu_t0: int, ag: bool, shar
     and the launch; lengths nominal x the measured step-to-step variation (`h`). Returns
     (cpu_end, launch_end, correlation, the collective's args)."""
     full = shard_nelems * world
-    coll = {"Collective name": "_allgather_base" if ag else "_reduce_scatter_base",
-            "In msg nelems": shard_nelems if ag else full, "Out msg nelems": full if ag else shard_nelems,
-            "Group size": world, "dtype": "BFloat16", "In split size": "[]", "Out split size": "[]",
-            "Process Group Name": "0", "Process Group Description": "default_pg",
-            "Process Group Ranks": str(list(range(world)))}
+    coll = training.comm_args("_allgather_base" if ag else "_reduce_scatter_base",
+                              shard_nelems if ag else full, full if ag else shard_nelems, world)
     pid, b = topo.host_pid, rows.b
-    steps = [h(x) for x in (5_000, 15_000, 5_000, 5_000, 30_000)]
-    t_rec, t_nccl, t_ev, t_wait, t_launch = (int(x) for x in np.cumsum(steps))
-    t_nccl_end = t_launch + h(40_000)
-    t_rec_end = t_nccl_end + h(10_000)
-    t_end = t_rec_end + h(10_000)
+    t_rec, t_nccl, t_ev, t_wait, t_launch, t_nccl_end, t_rec_end, t_end = training.comm_offsets_ns(h)
     # record_shapes: the op's output and input tensors (as a sampled HTA trace writes an
     # _allgather_base_), record_param_comms' input, the nccl: range's input
     out_n, in_n = (full, shard_nelems) if ag else (shard_nelems, full)
