@@ -151,7 +151,8 @@ drawn in the fixed build. Canonical: mixed 54.2 ms (key 54.2), ITL p99 55.6 (key
 (key 760); over 60 seeds ITL p99 within 2%, the mean mixed iteration within 1.1%, TTFT within 1.2%.
 
 Versions: 1, first model (layer-grouped rows, a separate NCCL stream, the iteration's
-efficiency as a target, constant host timing); built still for what was made with it (scenarios/_prefill_v1.py). 2, above.
+efficiency as a target, constant host timing); built still for what was made with it
+(scenarios/_prefill_v1.py). 2, above.
 """
 
 from __future__ import annotations
