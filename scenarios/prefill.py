@@ -142,7 +142,8 @@ attention over its prefix in the paged KV cache (later chunks slower: canonical 
 for the first chunk, 4 ms for the 13th, which the launch-bound canonical iteration absorbs and a
 1,024-token chunk's does not: 89 -> 96 ms on seed 1) and the decode batch's split-KV attention with
 its combine; decode-only iterations keep replaying their CUDA graph (vLLM captures decode-only
-batches and kept it so with chunked prefill: vllm-project/vllm#4056). The running streams emit a token in every mixed iteration (a few more
+batches and kept it so with chunked prefill: vllm-project/vllm#4056). The running streams emit
+a token in every mixed iteration (a few more
 tokens in the window than the trace as it is, not taken out of their later decode); a prompt emits
 its first token in the chunk that finishes it. Its `fixed_key` measures that trace: the median
 iteration (`step_ms`), ITL p50/p99, the long prompts' mixed iterations (mean and slowest) and
@@ -165,8 +166,8 @@ from typing import Literal
 import numpy as np
 
 from app import feasibility, hosttime, physics, training, workload
-from app.scenario import (Built, Hint, building, fixed, Scenario, ScenarioParams, gpu_clock_report, make_key, new_builder,
-                          obs, param)
+from app.scenario import (Built, Hint, building, fixed, Scenario, ScenarioParams, gpu_clock_report, make_key,
+                          new_builder, obs, param)
 from app.trace import optree
 from app.trace.builder import Kind, expect_events
 from app.trace.emit import graph_replay, launch_phase, memcpy, runtime_call
