@@ -89,9 +89,15 @@ def gemm_name(arch: str, m: int, layout: str = "tn") -> str:
     return GEMM[arch][size].format(l=layout)
 
 
+def gemm_grid(m: int, n: int, tile_m: int, tile_n: int) -> tuple[int, int, int]:
+    """A cuBLAS GEMM's grid: one CTA per tile_m x tile_n tile of the M x N output (the tile the
+    kernel name carries), N along x as cuBLAS lays them out."""
+    return (max(1, -(-n // tile_n)), max(1, -(-m // tile_m)), 1)
+
+
 def _gemm(arch, op, m, n, k, layout="tn") -> KernelSpec:
     tile_m, tile_n = (128, 256) if m >= 1024 else (128, 64)
-    grid = (max(1, -(-n // tile_n)), max(1, -(-m // tile_m)), 1)
+    grid = gemm_grid(m, n, tile_m, tile_n)
     info = KernelInfo(grid=grid, block=(384 if arch == "sm90" else 256, 1, 1), registers_per_thread=168,
                       shared_memory=213_248 if arch == "sm90" else 73_728)
     return KernelSpec(op, gemm_name(arch, m, layout), physics.gemm_flops(m, n, k),

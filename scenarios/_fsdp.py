@@ -330,8 +330,10 @@ def run_ranks(*, gpu: physics.Gpu, specs_f: list, specs_b: list, shape: dict, n_
         w_f, w_b = weights[r]
         ops_f, kern_f = workload.intern(b, specs_f)
         ops_b, kern_b = workload.intern(b, specs_b)
+        # each launch with the grid its own shape needs (one grid per name whatever its shape is a tell)
+        cfg = {"f": workload.launch_configs(b, specs_f), "b": workload.launch_configs(b, specs_b)}
         ranks.append({"b": b, "pid": pid, "topo": topo, "w": (w_f, w_b), "ops": (ops_f, ops_b),
-                      "kern": (kern_f, kern_b), "ag": b.kernel(AG_KERNEL, NCCL_INFO),
+                      "kern": (kern_f, kern_b), "cfg": cfg, "ag": b.kernel(AG_KERNEL, NCCL_INFO),
                       "rs": b.kernel(RS_KERNEL, NCCL_INFO), "dur_rng": np.random.default_rng([emit_seed, r, 0]),
                       "h_rng": np.random.default_rng([emit_seed, r, 1]), "nccl_free": 0, "pending": None,
                       "rows": _Rows(b),
@@ -439,7 +441,7 @@ def run_ranks(*, gpu: physics.Gpu, specs_f: list, specs_b: list, shape: dict, n_
                                   cpu_t0=c, gpu_t0=g0, op_overhead_ns=d["oh"][lo:hi], launch_ns=d["ln"][lo:hi],
                                   gpu_gap_ns=gap, launch_latency_ns=d["lat"][lo:hi], free_after_ns=d["free"][lo:hi],
                                   pending_kernel_start=R["pending"], tree=trees[tag][lo:hi], autograd=R["autograd"],
-                                  backward=tag == "b", tree_close_div=TREE_CLOSE_DIV)
+                                  backward=tag == "b", tree_close_div=TREE_CLOSE_DIV, kernel_cfg=R["cfg"][tag][lo:hi])
                 R["pending"] = ph.kernel_start
                 S["cpu"][thread] = ph.cpu_end + int(d["free"][hi - 1])  # Python after the last op
                 S["blocks"][thread].append(_Block("ops", name, int(ph.op_start[0]),

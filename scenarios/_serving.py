@@ -277,7 +277,7 @@ def _kernel_spec(ph: _Physics, slot: str, role: str, op: str, kernel: str, token
         n, k = ph.gemm_nk[slot]
         flops, nbytes = ph.gemm_flops_bytes(slot, tokens)
         tm, tn = (64, 64) if tokens <= 64 else ((64, 128) if tokens <= 128 else (128, 128))
-        info = KernelInfo(grid=(max(1, -(-n // tn)), max(1, -(-tokens // tm)), 1), block=(384, 1, 1),
+        info = KernelInfo(grid=workload.gemm_grid(tokens, n, tm, tn), block=(384, 1, 1),
                           registers_per_thread=168, shared_memory=197_632)
         return workload.KernelSpec(op, kernel, flops * layers, nbytes * layers, info, "gemm", (tokens, n, k))
     if role == "attn":
@@ -361,6 +361,27 @@ class _Template:
         self.tid = np.where(self.is_nccl, nccl_stream, 7).astype(np.int64)
         self.n_fwd = self.n_layer_rows + 1  # the final norm closes the forward
         self.group_of_row = np.concatenate([np.repeat(groups, len(layer)), np.ones(len(_HEAD), np.int64)])
+        # the layers repeat their rows: launch_cfgs takes one spec per distinct row
+        index: dict[tuple, int] = {}
+        self._of_row = np.array([index.setdefault(r, len(index)) for r in zip(slots, roles, kernels)], np.int64)
+        self._distinct = list(index)
+
+    def launch_cfgs(self, b, ph: _Physics, tokens: int, rows_out: int, ctx: int, dec_tokens: int = 0,
+                    dec_ctx: int = 0) -> np.ndarray:
+        """Each row's own launch configuration (TraceBuilder.kernel_config) for an iteration of
+        `tokens` rows, `rows_out` of them sampled: the grid _kernel_spec gives its shape, not the
+        one of the iteration that first registered the name (one grid per name whatever the batch
+        is a tell). A mixed iteration's decode part (_DECODE_SLOTS) runs `dec_tokens` queries over
+        `dec_ctx` cached tokens."""
+        decode = self.decode
+        own = np.empty(len(self._distinct), np.int32)
+        for j, (slot, role, kname) in enumerate(self._distinct):
+            dec_part = slot in _DECODE_SLOTS and not decode
+            tok = rows_out if slot in _SAMPLER_ROWS else (dec_tokens if dec_part else tokens)
+            spec = _kernel_spec(ph, slot, role, "", kname, tok, decode or slot in _DECODE_SLOTS,
+                                dec_ctx if dec_part else ctx, (tok,), 1)
+            own[j] = b.kernel_config(spec.info)
+        return own[self._of_row]
 
     @staticmethod
     def _layer_rows(decode: bool) -> list:

@@ -185,7 +185,7 @@ class _Recipe:
         if self.v2:
             threads, smem = SM90_LAUNCH[cfg]
             regs = 168
-        info = KernelInfo(grid=(max(1, -(-n // tile_n)), max(1, -(-m // tile_m)), 1), block=(threads, 1, 1),
+        info = KernelInfo(grid=workload.gemm_grid(m, n, tile_m, tile_n), block=(threads, 1, 1),
                           registers_per_thread=regs, shared_memory=smem)
         now, traffic = self._gemm_ns(t, k_in, n_out, layout, cfg)
         after, _ = self._gemm_ns(4 * t, k_in, n_out, layout, cfg, after=True)

@@ -404,6 +404,15 @@ def _build_v2(p: Params, rng: np.random.Generator, seed) -> Built:
                               _TemplateV2(b, ph, mode == "decode", m_tokens, rows_out))
         return templates[key]
 
+    launch_cfg: dict[tuple, np.ndarray] = {}
+
+    def cfgs(tpl: _TemplateV2, tokens: int, rows_out: int, ctx: int, dec_tokens: int) -> np.ndarray:
+        """Each row's launch configuration for this shape (_Template.launch_cfgs), once per shape."""
+        key = (id(tpl), tokens, rows_out, ctx, dec_tokens)
+        if key not in launch_cfg:
+            launch_cfg[key] = tpl.launch_cfgs(b, ph, tokens, rows_out, ctx, dec_tokens, ctx)
+        return launch_cfg[key]
+
     # GC pauses after the planned decode iterations (the same ones in the fixed build)
     n_plan = p.iterations
     gc_plan = np.zeros(n_plan, bool)
@@ -471,13 +480,18 @@ def _build_v2(p: Params, rng: np.random.Generator, seed) -> Built:
         f0 = p1 + host(5)
         gap = timing.kernel_gaps_ns(rng, nk)
         fwd_gpu0 = h2d_start + h2d_dur
+        # each launch with the grid its own shape needs; a captured graph's kernels keep the configs
+        # they were captured with, per graph batch size (at the template's stand-in context)
+        cfg = cfgs(tpl, tokens, rows_out, it.ctx, it.dec_tokens)
         if decode:  # the captured graph of the padded batch: one launch, its kernels back to back
+            gb = graph_batch(tokens)
+            cfg = np.concatenate([cfgs(tpl, gb, gb, gb * 2048, 0)[:nf], cfg[nf:]])
             g0 = f0 + host(25)  # copying the batch into the graph's static input buffers
             ph_f = graph_replay(b, host_pid=pid, cpu_tid=tid, gpu_pid=0, stream=stream,
                                 kernel_names=tpl.k_ids[:nf], kernel_dur_ns=dur[:nf], cpu_t0=g0,
                                 gpu_free=fwd_gpu0 + int(gap[0]), launch_ns=host(14),
                                 latency_ns=int(timing.launch_latency_ns(rng, 1)[0]), gap_ns=gap[:nf],
-                                graph_id=CUDA_GRAPH_SIZES.index(graph_batch(tokens)) + 1)
+                                graph_id=CUDA_GRAPH_SIZES.index(gb) + 1, kernel_cfg=cfg[:nf])
         else:  # eager: each kernel in its op, launched as the framework dispatches it
             ph_f = launch_phase(b, host_pid=pid, cpu_tid=tid, gpu_pid=0, stream=stream,
                                 op_names=tpl.op_ids[:nf], kernel_names=tpl.k_ids[:nf], kernel_dur_ns=dur[:nf],
@@ -485,7 +499,7 @@ def _build_v2(p: Params, rng: np.random.Generator, seed) -> Built:
                                 launch_ns=timing.launch_calls_ns(rng, nf), gpu_gap_ns=gap[:nf],
                                 launch_latency_ns=timing.launch_latency_ns(rng, nf),
                                 free_after_ns=timing.between_ops_ns(rng, nf), launch_api=tpl.api_ids[:nf],
-                                tree=fwd_tree)
+                                tree=fwd_tree, kernel_cfg=cfg[:nf])
         f1 = ph_f.cpu_end + host(3)
         sa0 = f1 + host(3)
         ph_s = launch_phase(b, host_pid=pid, cpu_tid=tid, gpu_pid=0, stream=stream,
@@ -494,7 +508,7 @@ def _build_v2(p: Params, rng: np.random.Generator, seed) -> Built:
                             launch_ns=timing.launch_calls_ns(rng, nk - nf), gpu_gap_ns=gap[nf:],
                             launch_latency_ns=timing.launch_latency_ns(rng, nk - nf),
                             free_after_ns=timing.between_ops_ns(rng, nk - nf), launch_api=tpl.api_ids[nf:],
-                            tree=head_tree)
+                            tree=head_tree, kernel_cfg=cfg[nf:])
         d0 = ph_s.cpu_end + int(timing.between_ops_ns(rng, 1)[0])
         d2h_api = int(timing.launch_calls_ns(rng, 1)[0]) + 2_000
         d2h_dur = int(1_800 * rng.uniform(0.85, 1.2))

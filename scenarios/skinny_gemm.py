@@ -481,15 +481,18 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
     ops_f, ker_f = workload.intern(b, [k.spec for k in shown.fwd])
     ops_b, ker_b = workload.intern(b, [k.spec for k in shown.bwd])
     tree_f, tree_b, autograd = {}, {}, None
+    if v2:  # each launch with the grid its own shape needs (a name's first launch's for all is a tell)
+        tree_f = {"kernel_cfg": workload.launch_configs(b, [k.spec for k in shown.fwd])}
+        tree_b = {"kernel_cfg": workload.launch_configs(b, [k.spec for k in shown.bwd])}
     if v2:  # the op tree around each launch, record_shapes, the profiler's numbering (docstring)
         first_seq, first_ev = int(rng.integers(1_000, 60_000)), int(rng.integers(2_000, 40_000))
         if OP_TREE:
             b.number_ops(first_ev_idx=first_ev)
             autograd = optree.Autograd(b, first_seq)
             widths = (shown.h, shown.f, shown.vocab)
-            tree_f = {"tree": [optree.tree_for(k.spec, widths) for k in shown.fwd], "autograd": autograd}
-            tree_b = {"tree": [optree.tree_for(k.spec, widths) for k in shown.bwd], "autograd": autograd,
-                      "backward": True}
+            tree_f |= {"tree": [optree.tree_for(k.spec, widths) for k in shown.fwd], "autograd": autograd}
+            tree_b |= {"tree": [optree.tree_for(k.spec, widths) for k in shown.bwd], "autograd": autograd,
+                       "backward": True}
 
     first_step = int(rng.integers(200, 5_000))
     gap_ns = int(p.kernel_gap_us * 1e3)
@@ -542,7 +545,7 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
             after[grad_pos] = hosttime._lognormal_ns(rng, len(grad_pos), BETWEEN_FLOOR_US, _zero.ENGINE_MEDIAN_US,
                                                      BETWEEN_SIGMA, 1_000.0)
             cpu_after = free_after + host_b["between"] + hook + after
-            if tree_b:  # the nodes close in the engine's first µs after the launching op
+            if "tree" in tree_b:  # the nodes close in the engine's first µs after the launching op
                 tree_b["tree_room_ns"] = np.minimum(host_b["between"], CLOSE_ROOM_NS)
         bw = _phase(b, pid=pid, tid=autograd_tid, stream=7, ops=ops_b, kernels=ker_b, dur_ns=b_ns,
                     cpu_t0=f.cpu_end + h(30_000), gpu_t0=f.gpu_end + (int(gaps_b[0]) if v2 else gap_ns), overhead=oh,
@@ -565,7 +568,7 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
             last = np.zeros(len(closes), np.int64)
             np.maximum.at(last, slices[0], rs_host_end)
             acc_end[closes] = np.maximum(acc_end[closes], last + 500)  # a long launch call's tail stays inside
-            if tree_b:
+            if "tree" in tree_b:
                 weights = [[k.param_elems // shown.h, shown.h] if k.spec.op.endswith("EmbeddingBackward0")
                            else _zero.weight_shape(k.spec.shape) for k in np.array(shown.bwd)[grad_pos]]
                 _zero.accumulate_grad(b, pid=pid, tid=autograd_tid, start=acc_start, core=acc_hook, end=acc_end,

@@ -3,6 +3,7 @@ and beside the op that launches, within the CPU time the flat op had."""
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections import defaultdict
 
@@ -123,6 +124,49 @@ def test_each_launch_carries_the_grid_its_shape_needs():
         grids[configs] = per_name
     assert all(len(g) == 1 for g in grids[False].values())  # the tell: one grid for every launch of a name
     assert max(len(g) for g in grids[True].values()) >= 3  # QKV, output, gate-up, down: each its own
+
+
+def _launch_shapes_and_grids(events: list[dict]) -> dict[str, tuple[set, set]]:
+    """Per kernel name: the Input Dims of the ops that launched it (the innermost cpu_op around
+    each launch call; a graph replay's kernels have none) and the grids it ran with."""
+    ops = defaultdict(list)
+    for e in events:
+        if e.get("cat") == "cpu_op" and "Input Dims" in e.get("args", {}):
+            ops[e["pid"], e["tid"]].append((e["ts"], e["ts"] + e["dur"], json.dumps(e["args"]["Input Dims"])))
+    starts = {k: [o[0] for o in sorted(v)] for k, v in ops.items()}
+    ops = {k: sorted(v) for k, v in ops.items()}
+    launch_shape = {}
+    for e in events:
+        if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {}):
+            row, at = ops.get((e["pid"], e["tid"]), []), e["ts"]
+            i = bisect.bisect_right(starts.get((e["pid"], e["tid"]), []), at) - 1
+            while i >= 0 and row[i][1] < at:  # back out of ops that ended before the call
+                i -= 1
+            if i >= 0:
+                launch_shape[e["args"]["correlation"]] = row[i][2]
+    out = defaultdict(lambda: (set(), set()))
+    for e in events:
+        if e.get("cat") == "kernel":
+            shapes, grids = out[e["name"]]
+            if e["args"].get("correlation") in launch_shape:
+                shapes.add(launch_shape[e["args"]["correlation"]])
+            grids.add(tuple(e["args"]["grid"]))
+    return out
+
+
+@pytest.mark.parametrize("sid", list(scenarios.REGISTRY))
+def test_every_current_version_launches_a_kernel_name_with_the_grid_each_shape_needs(sid):
+    """A kernel's grid follows its problem: a GEMM has one CTA per output tile, an elementwise or
+    norm kernel one block per chunk of its elements. A name launched for several shapes (the
+    QKV, output, gate-up and down projections share one cuBLAS kernel; a norm runs on the prompt's
+    tokens and on the decode batch's) therefore shows several grids in a real trace. One grid per
+    name whatever its shapes (the first launch's config stamped on all: "every sm90 GEMM grid
+    [27,31,1] whatever N") is something no profiler records: a tell of a synthetic trace."""
+    doc = json.loads(kineto.dumps(scenarios.get(sid).instance("canonical").trace(0), "t.json"))
+    per_name = _launch_shapes_and_grids(doc["traceEvents"])
+    several = {n: g for n, (shapes, g) in per_name.items() if len(shapes) > 1}
+    assert several, "no kernel name is launched for more than one shape"
+    assert any(len(g) > 1 for g in several.values()), {n[:60]: g for n, g in several.items()}
 
 
 # -- every scenario's current version has the tree (the measures of app/analysis/fidelity.py) ------
