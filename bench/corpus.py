@@ -1,5 +1,5 @@
-"""python -m bench corpus [--corpus blind|blind2|...|blind9] [--part dev|test] [--misses]: the scorer
-against a blind corpus (tests/corpus/blind/, blind2/ ... blind9/), as aggregate figures.
+"""python -m bench corpus [--corpus blind|blind2|...|blind10] [--part dev|test] [--misses]: the scorer
+against a blind corpus (tests/corpus/blind/, blind2/ ... blind10/), as aggregate figures.
 
 Each read is scored on its own instance (no measurements run: the reads only narrate).
 The scorer's total maps to the authors' bands as an interviewer's grades would: 85-100
@@ -120,7 +120,7 @@ def main(argv: list[str]) -> int:
                     default="blind",
                     help="blind: the first corpus (13 kinds); blind2: the second, weighted to endorsements; "
                          "blind3-8: written after the stance rules, mostly held out; blind9: written to fit the "
-                         "stance model on, all development (READMEs)")
+                         "stance model on, all development; blind10: the current versions, the issue's kinds in full (READMEs)")
     ap.add_argument("--part", choices=("dev", "test"), default="dev")
     ap.add_argument("--misses", action="store_true", help="list the development part's misses, read by read")
     args = ap.parse_args(argv)

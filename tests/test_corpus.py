@@ -40,6 +40,9 @@ CORPORA = {
 CORPORA["blind5"] = CORPORA["blind6"] = CORPORA["blind7"] = CORPORA["blind8"] = (CORPORA["blind3"][0], 300, 3)
 # written to fit the stance model on (app/scoring/stance.py), the same kinds
 CORPORA["blind9"] = (CORPORA["blind3"][0], 300, 3)
+# the kinds in full against the current versions: the seventeen, the disordered, very short
+# and over-long timed reads
+CORPORA["blind10"] = (CORPORA["blind3"][0] | {"disordered", "very_short", "very_long_timed"}, 350, 3)
 STANCES = {"endorse", "reject", "entertain_then_reject", "mention", "none"}
 
 

@@ -30,6 +30,8 @@ RULES = {
     "blind8": ("tracedojo-blind8-2026-12:", 51),
     # written to fit the stance model on (app/scoring/stance.py): all development, no test part
     "blind9": ("tracedojo-blind9-2026-12:", 256),
+    # written against the current versions (each read names its version) after the stance model's last change
+    "blind10": ("tracedojo-blind10-2026-12:", 51),
 }
 
 
