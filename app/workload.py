@@ -82,6 +82,7 @@ class KernelSpec:
     info: KernelInfo
     role: str = "ew"  # gemm, attn, ew: picks the efficiency the roofline uses
     shape: tuple[int, int, int] | None = None  # (M, N, K) of a GEMM
+    elems: int | None = None  # elements an elementwise kernel writes: its PyTorch grid (pytorch_launch)
 
 
 def gemm_name(arch: str, m: int, layout: str = "tn") -> str:
@@ -107,7 +108,7 @@ def _gemm(arch, op, m, n, k, layout="tn") -> KernelSpec:
 def _ew(op, key, elems, reads=2, writes=1, elem_bytes=2) -> KernelSpec:
     blocks = max(1, min(65_535, elems // 512))
     return KernelSpec(op, ELEMENTWISE[key], float(elems), float(elems * elem_bytes * (reads + writes)),
-                      KernelInfo(grid=(blocks, 1, 1), block=(128, 1, 1), registers_per_thread=24), "ew")
+                      KernelInfo(grid=(blocks, 1, 1), block=(128, 1, 1), registers_per_thread=24), "ew", elems=elems)
 
 
 def transformer_layer(arch: str, tokens: int, seq: int, hidden: int, ffn: int, kv_hidden: int,
@@ -281,10 +282,28 @@ def intern(b: TraceBuilder, specs: list[KernelSpec]) -> tuple[np.ndarray, np.nda
     return ops, kernels
 
 
+# PyTorch's vectorized elementwise launch (aten/src/ATen/native/cuda/CUDALoops.cuh,
+# launch_vectorized_kernel): 128 threads of 4 elements, ceil(N / 512) blocks, no cap (grid.x
+# reaches 2^31 - 1). Version 1 of the scenarios capped it at 65,535 and rounded down; they keep
+# that in their spec's own info, and the per-launch configurations below (which only the
+# versions made since draw) launch it as PyTorch does.
+_VECTORIZED = _EW.split("{")[0]
+EW_THREADS, EW_ELEMS_PER_BLOCK = 128, 512
+
+
+def pytorch_launch(s: KernelSpec) -> KernelInfo:
+    """The launch configuration PyTorch picks for this spec: for a vectorized elementwise kernel
+    whose element count is known, ceil(N / 512) blocks of 128 threads; else the spec's own."""
+    if s.elems and s.kernel.startswith(_VECTORIZED):
+        blocks = -(-s.elems // EW_ELEMS_PER_BLOCK)
+        return replace(s.info, grid=(blocks, 1, 1), block=(EW_THREADS, 1, 1))
+    return s.info
+
+
 def launch_configs(b: TraceBuilder, specs: list[KernelSpec]) -> np.ndarray:
     """Each spec's own launch configuration (grid from its shape), for launch_phase's kernel_cfg:
     a kernel name runs with the grid its problem needs, not its first launch's."""
-    return np.fromiter((b.kernel_config(s.info) for s in specs), np.int32, len(specs))
+    return np.fromiter((b.kernel_config(pytorch_launch(s)) for s in specs), np.int32, len(specs))
 
 
 def kernel_table(specs: list[KernelSpec], dur_ns: np.ndarray, top: int = 5) -> list[dict]:

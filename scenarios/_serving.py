@@ -307,7 +307,9 @@ def _kernel_spec(ph: _Physics, slot: str, role: str, op: str, kernel: str, token
     bpt = ph.ew_bpt.get(slot, 4 * h)
     elems = tokens * bpt
     info = KernelInfo(grid=(max(1, min(65_535, tokens)), 1, 1), block=(256, 1, 1), registers_per_thread=32)
-    return workload.KernelSpec(op, kernel, float(elems) * layers / 4, float(elems * layers), info, "ew")
+    # the sampler's logits.div_ is PyTorch's own elementwise kernel over [seqs, vocab] (pytorch_launch)
+    written = tokens * ph.m.vocab if slot == "div" else None
+    return workload.KernelSpec(op, kernel, float(elems) * layers / 4, float(elems * layers), info, "ew", elems=written)
 
 
 _ROLES = ["gemm", "ew", "attn", "comb", "ar", "ag", "lm"]
@@ -380,7 +382,7 @@ class _Template:
             tok = rows_out if slot in _SAMPLER_ROWS else (dec_tokens if dec_part else tokens)
             spec = _kernel_spec(ph, slot, role, "", kname, tok, decode or slot in _DECODE_SLOTS,
                                 dec_ctx if dec_part else ctx, (tok,), 1)
-            own[j] = b.kernel_config(spec.info)
+            own[j] = b.kernel_config(workload.pytorch_launch(spec))
         return own[self._of_row]
 
     @staticmethod

@@ -197,7 +197,8 @@ class _Recipe:
     def _ew(self, op, kernel, elems, bytes_per_elem, cls="other"):
         blocks = max(1, min(65_535, elems // 1024))
         spec = workload.KernelSpec(op, kernel, float(elems), float(elems * bytes_per_elem),
-                                   KernelInfo(grid=(blocks, 1, 1), block=(256, 1, 1), registers_per_thread=32), "ew")
+                                   KernelInfo(grid=(blocks, 1, 1), block=(256, 1, 1), registers_per_thread=32), "ew",
+                                   elems=elems)
         return _Kernel(spec, cls, self._ew_ns(elems * bytes_per_elem), self._ew_ns(4 * elems * bytes_per_elem) / 4)
 
     def _attn(self, op, kernel, flops, nbytes, bwd=False):

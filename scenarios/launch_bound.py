@@ -317,7 +317,7 @@ def _ew(op: str, name: str, elems: int, elem_bytes: int = 2, rw: int = 3, fmult:
         block: int = 128) -> tuple[KernelSpec, float]:
     blocks = max(1, min(65_535, elems // (4 * block)))
     info = KernelInfo(grid=(blocks, 1, 1), block=(block, 1, 1), registers_per_thread=24)
-    return KernelSpec(op, name, float(elems), float(elems * elem_bytes * rw), info, "ew"), fmult
+    return KernelSpec(op, name, float(elems), float(elems * elem_bytes * rw), info, "ew", elems=elems), fmult
 
 
 def _reduce(op: str, name: str, elems: int, elem_bytes: int = 4, fmult: float = 1.5) -> tuple[KernelSpec, float]:

@@ -126,9 +126,9 @@ def test_each_launch_carries_the_grid_its_shape_needs():
     assert max(len(g) for g in grids[True].values()) >= 3  # QKV, output, gate-up, down: each its own
 
 
-def _launch_shapes_and_grids(events: list[dict]) -> dict[str, tuple[set, set]]:
-    """Per kernel name: the Input Dims of the ops that launched it (the innermost cpu_op around
-    each launch call; a graph replay's kernels have none) and the grids it ran with."""
+def _launches(events: list[dict]) -> list[tuple[str, str | None, tuple]]:
+    """Each kernel launch as (kernel name, the Input Dims of the op that launched it, its grid):
+    the op is the innermost cpu_op around the launch call; a graph replay's kernels have none."""
     ops = defaultdict(list)
     for e in events:
         if e.get("cat") == "cpu_op" and "Input Dims" in e.get("args", {}):
@@ -144,13 +144,18 @@ def _launch_shapes_and_grids(events: list[dict]) -> dict[str, tuple[set, set]]:
                 i -= 1
             if i >= 0:
                 launch_shape[e["args"]["correlation"]] = row[i][2]
+    return [(e["name"], launch_shape.get(e["args"].get("correlation")), tuple(e["args"]["grid"]))
+            for e in events if e.get("cat") == "kernel"]
+
+
+def _launch_shapes_and_grids(events: list[dict]) -> dict[str, tuple[set, set]]:
+    """Per kernel name: the Input Dims of the ops that launched it and the grids it ran with."""
     out = defaultdict(lambda: (set(), set()))
-    for e in events:
-        if e.get("cat") == "kernel":
-            shapes, grids = out[e["name"]]
-            if e["args"].get("correlation") in launch_shape:
-                shapes.add(launch_shape[e["args"]["correlation"]])
-            grids.add(tuple(e["args"]["grid"]))
+    for name, dims, grid in _launches(events):
+        shapes, grids = out[name]
+        if dims is not None:
+            shapes.add(dims)
+        grids.add(grid)
     return out
 
 
@@ -167,6 +172,27 @@ def test_every_current_version_launches_a_kernel_name_with_the_grid_each_shape_n
     several = {n: g for n, (shapes, g) in per_name.items() if len(shapes) > 1}
     assert several, "no kernel name is launched for more than one shape"
     assert any(len(g) > 1 for g in several.values()), {n[:60]: g for n, g in several.items()}
+
+
+@pytest.mark.parametrize("sid", list(scenarios.REGISTRY))
+def test_elementwise_kernels_take_one_block_per_512_elements_with_no_cap(sid):
+    """PyTorch launches its vectorized elementwise kernel (vec 4, 128 threads, 4 elements per
+    thread) on ceil(N / 512) blocks, uncapped (aten/src/ATen/native/cuda/CUDALoops.cuh,
+    launch_vectorized_kernel; grid.x may reach 2^31 - 1). Capping it at 65,535 left every large
+    activation (a 58M-element SiLU) at [65535,1,1], a grid the library never picks for that size."""
+    doc = json.loads(kineto.dumps(scenarios.get(sid).instance("canonical").trace(0), "t.json"))
+    checked = wrong = 0
+    for name, dims, grid in _launches(doc["traceEvents"]):
+        if not name.startswith("void at::native::vectorized_elementwise_kernel<4,") or not dims:
+            continue
+        sizes = [int(np.prod(d)) for d in json.loads(dims) if d]  # the output is the broadcast of the inputs
+        if not sizes:
+            continue
+        n = max(sizes)
+        checked += 1
+        wrong += grid != (-(-n // 512), 1, 1)
+    assert checked, "no vectorized elementwise launch under an op with Input Dims"
+    assert wrong <= 0.05 * checked, f"{wrong} of {checked} elementwise launches off ceil(N/512)"
 
 
 # -- every scenario's current version has the tree (the measures of app/analysis/fidelity.py) ------
