@@ -9,6 +9,7 @@ fused optimizer, and the `.item()` that makes the CPU wait for the GPU.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -179,6 +180,95 @@ def optimizer(b: TraceBuilder, topo: Topology, rng: np.random.Generator, *, para
     tail = timing.host_ns(rng, 8_000)
     cpu_span(b, "Optimizer.step#AdamW.step", topo.host_pid, topo.main_tid, cpu_t0, done.cpu_end + tail)
     done.op_end[-1] += tail  # callers continue after the annotation closes
+    return done
+
+
+# torch's fused AdamW (torch/optim/adamw.py, _fused_adamw) on one device: the step counts +1
+# (_foreach_add_, depth 1) then aten::_fused_adamw_, whose multi_tensor_apply
+# (ATen/native/cuda/MultiTensorApply.cuh) launches a kernel each time a list fills: 65,536
+# elements per block, at most 320 blocks or 36 tensors (depth 4: param, grad, exp_avg,
+# exp_avg_sq) per launch. The functor runs in the params' dtype: bf16 for DDP's bf16 replica
+# (ADAMW_BF16), float for FSDP's fp32 shards (workload.ADAM).
+MTA_CHUNK_ELEMS = 65_536
+MTA_MAX_BLOCKS = 320
+MTA_MAX_TENSORS = {1: 110, 4: 36}
+_MTA = "at::native::(anonymous namespace)::"
+ADAMW_BF16 = workload.ADAM.replace("FusedAdamMathFunctor<float,", "FusedAdamMathFunctor<c10::BFloat16,")
+FOREACH_ADD = (f"void {_MTA}multi_tensor_apply_kernel<{_MTA}TensorListMetadata<1>, {_MTA}BinaryOpScalarFunctor<float, 1, "
+               f"1, 0>, std::plus<float>, float>({_MTA}TensorListMetadata<1>, {_MTA}BinaryOpScalarFunctor<float, 1, 1, 0>, "
+               f"std::plus<float>, float)")
+
+
+@functools.lru_cache(maxsize=16)
+def mta_launches(numels: tuple[int, ...], depth: int) -> tuple[tuple[int, int], ...]:
+    """(blocks, elements) of each kernel multi_tensor_apply launches over these tensors: a
+    launch when the list holds its most tensors (at a tensor's last chunk), its most blocks,
+    or the last chunk of all; a tensor cut by a full block list carries over."""
+    out, blocks, elems, tensors = [], 0, 0, 0
+    for t, n in enumerate(numels):
+        tensors += 1
+        left = n
+        chunks = max(1, -(-n // MTA_CHUNK_ELEMS))
+        while chunks:
+            take = min(chunks, MTA_MAX_BLOCKS - blocks)  # whole chunks until the block list fills
+            blocks += take
+            chunks -= take
+            got = min(left, take * MTA_CHUNK_ELEMS)
+            elems += got
+            left -= got
+            last = chunks == 0
+            if blocks == MTA_MAX_BLOCKS or (last and (tensors == MTA_MAX_TENSORS[depth] or t == len(numels) - 1)):
+                out.append((blocks, elems))
+                blocks, elems = 0, 0
+                tensors = 0 if last else 1
+    return tuple(out)
+
+
+def fused_adamw(b: TraceBuilder, topo: Topology, rng: np.random.Generator, timing: HostTiming, *,
+                numels: tuple[int, ...], n_params: float, bytes_per_param: float, kernel: str, gpu: physics.Gpu,
+                cpu_t0: int, gpu_ready: int, pending_kernel_start: np.ndarray | None) -> Launched:
+    """Optimizer.step#AdamW.step with fused=True as it runs over the tensors the optimizer holds
+    (`numels`, in registration order): the step counts' _foreach_add_ (a few small launches) and
+    aten::_fused_adamw_ holding one multi_tensor_apply launch per 320 blocks, each streaming
+    `bytes_per_param` per parameter it covers at 85% of HBM bandwidth (the time `optimizer`
+    gives), with its own grid. `kernel`: the functor's dtype (ADAMW_BF16, or workload.ADAM's float)."""
+    adam = mta_launches(numels, 4)
+    steps = mta_launches((1,) * len(numels), 1)
+    total_ms = n_params * bytes_per_param / (gpu.mem_tbps * 1e12 * 0.85) * 1e3
+    elems = np.array([e for _, e in adam], np.float64)
+    adam_ns = workload.scaled_durations_ns(elems, total_ms, rng, jitter=0.01)
+    step_ns = (rng.uniform(2.2, 3.0, len(steps)) * 1e3).astype(np.int64)
+    names = [FOREACH_ADD] * len(steps) + [kernel] * len(adam)
+    info = lambda blocks: KernelInfo(grid=(blocks, 1, 1), block=(512, 1, 1), registers_per_thread=64)  # noqa: E731
+    specs = [workload.KernelSpec("aten::_foreach_add_", FOREACH_ADD, 0.0, 0.0, info(bl)) for bl, _ in steps] + [
+        workload.KernelSpec("aten::_fused_adamw_", kernel, 0.0, 0.0, info(bl)) for bl, _ in adam]
+    n = len(names)
+    ops, kernels = workload.intern(b, specs)
+    # inside one op, each launch costs multi_tensor_apply's metadata packing and the call
+    overhead = (rng.gamma(4.0, 0.8, n) * 1e3 + 1_500).astype(np.int64)
+    launch = timing.launch_calls_ns(rng, n)
+    k = len(steps)
+    between = np.zeros(n, np.int64)
+    between[k - 1] = timing.host_ns(rng, 30_000)  # Python between the two calls (>= 22 µs: the ops never touch)
+    runtime = timing.host_ns(rng, 3_000)
+    wait_at = cpu_t0 + timing.host_ns(rng, 10_000)
+    runtime_call(b, "cudaStreamWaitEvent", topo.host_pid, topo.main_tid, wait_at, runtime)
+    start = wait_at + runtime + timing.host_ns(rng, 30_000)
+    done = launch_phase(b, host_pid=topo.host_pid, cpu_tid=topo.main_tid, gpu_pid=topo.gpu,
+                        stream=topo.compute_stream, op_names=ops, kernel_names=kernels,
+                        kernel_dur_ns=np.concatenate([step_ns, adam_ns]), cpu_t0=start,
+                        gpu_t0=gpu_ready + timing.host_ns(rng, 5_000), op_overhead_ns=overhead, launch_ns=launch,
+                        gpu_gap_ns=timing.kernel_gaps_ns(rng, n), launch_latency_ns=timing.launch_latency_ns(rng, n),
+                        emit_op=np.zeros(n, bool), pending_kernel_start=pending_kernel_start,
+                        kernel_cfg=workload.launch_configs(b, specs), free_after_ns=between)
+    ext = b.external_ids(2)
+    add0, add1 = int(done.op_start[0]) - 4_000, int(done.op_end[k - 1]) + 3_000
+    adam0 = max(int(done.op_start[k]) - 12_000, add1 + 6_000)
+    b.add(Kind.CPU, "cpu_op", ["aten::_foreach_add_", "aten::_fused_adamw_"], topo.host_pid, topo.main_tid,
+          [add0, adam0], [add1 - add0, int(done.op_end[-1]) + 6_000 - adam0], ext=ext)
+    tail = timing.host_ns(rng, 8_000)
+    cpu_span(b, "Optimizer.step#AdamW.step", topo.host_pid, topo.main_tid, cpu_t0, done.cpu_end + 6_000 + tail)
+    done.op_end[-1] += 6_000 + tail  # callers continue after the annotation closes
     return done
 
 

@@ -34,6 +34,15 @@ def _layer_bytes(n_params: float, shape: dict) -> float:
     return (n_params - _root_params(shape)) / shape["layers"] * physics.BF16_BYTES
 
 
+def shard_numels(n_params: float, shape: dict, world: int) -> tuple[int, ...]:
+    """The tensors each rank's optimizer steps under FSDP1 FULL_SHARD with one unit per layer
+    (use_orig_params=False): one FlatParameter per unit, padded to a multiple of the world and cut
+    in `world` equal shards; the root's (embedding, LM head) registered first, then each layer's."""
+    root = _root_params(shape)
+    layer = (n_params - root) / shape["layers"]
+    return tuple(int(-(-int(u) // world)) for u in [root] + [layer] * shape["layers"])
+
+
 def _spread_ns(weights: np.ndarray, total_ns: int, rng: np.random.Generator, jitter: float = 0.03,
                floor_ns: int = 1_500) -> np.ndarray:
     """Kernel durations in proportion to roofline weights with per-kernel jitter; the sum is
@@ -289,13 +298,15 @@ def run_ranks(*, gpu: physics.Gpu, specs_f: list, specs_b: list, shape: dict, n_
               tokens_per_gpu: int, weights: list[tuple[np.ndarray, np.ndarray]], fwd_ns: np.ndarray,
               bwd_ns: np.ndarray, busbw_gbps: float, op_overhead_us: float, host_prologue_ms: float,
               opt_bytes_per_param: float, emit_seed: int, start0: np.ndarray, first_step: int,
-              nccl_stream: int) -> dict:
+              nccl_stream: int, fused_optimizer: bool = False) -> dict:
     """Every rank's trace of `steps` FSDP FULL_SHARD training steps, emitted together one
     collective at a time: a collective ends on every rank when its last rank has entered it
     plus its wire time (its bytes x (N-1)/N over `busbw_gbps`), and each rank's layers wait on
     their all-gathers. Per rank r: `weights[r]`, the roofline weights its forward and backward
     kernels are spread by; `fwd_ns[r, k]` and `bwd_ns[r, k]`, their total time in step k;
-    `start0[r]`, when its first step starts. Every other draw comes from streams seeded by
+    `start0[r]`, when its first step starts. `fused_optimizer`: AdamW(fused=True) as
+    multi_tensor_apply launches it over each rank's shards (training.fused_adamw; the float
+    functor: FSDP steps fp32 shards); else training.optimizer's four launches (straggler 2). Every other draw comes from streams seeded by
     `emit_seed` and the rank. Returns the traces and what the key reads back from them: step
     starts, per step and rank the kernel busy time, NCCL kernel time, compute idle on
     collectives, forward and backward spans, optimizer span, and the wire time per step."""
@@ -309,6 +320,7 @@ def run_ranks(*, gpu: physics.Gpu, specs_f: list, specs_b: list, shape: dict, n_
     wire = lambda nbytes: nbytes * (world - 1) / world / (busbw * 1e9) * 1e9  # noqa: E731  ns, ring AG / RS
     comm_rng = np.random.default_rng([emit_seed, 99])
     shard_params = n_params / world
+    numels = shard_numels(n_params, shape, world)
     h2d_bytes = tokens_per_gpu * 8 * 2
     h2d_ns = int(h2d_bytes / 20e9 * 1e9) + 2_000
 
@@ -486,9 +498,15 @@ def run_ranks(*, gpu: physics.Gpu, specs_f: list, specs_b: list, shape: dict, n_
             rec["fwd"][r, k] = (S["seg"]["F_head"][1] - S["seg"]["F_emb"][0]) / 1e6
             rec["bwd"][r, k] = (S["seg"]["B_emb"][1] - S["seg"]["B_head"][0]) / 1e6
             cpu = max(S["cpu"]["main"], S["cpu"]["bwd"]) + timing.host_ns(hr, 20_000)
-            opt = training.optimizer(b, topo, hr, params=shard_params, cpu_t0=cpu, gpu_ready=S["coll"]["RS_root"],
-                                     gpu=gpu, bytes_per_param=opt_bytes_per_param, pending_kernel_start=R["pending"],
-                                     timing=timing)
+            if fused_optimizer:
+                opt = training.fused_adamw(b, topo, hr, timing, numels=numels, n_params=shard_params,
+                                           bytes_per_param=opt_bytes_per_param, kernel=workload.ADAM, gpu=gpu,
+                                           cpu_t0=cpu, gpu_ready=S["coll"]["RS_root"],
+                                           pending_kernel_start=R["pending"])
+            else:
+                opt = training.optimizer(b, topo, hr, params=shard_params, cpu_t0=cpu, gpu_ready=S["coll"]["RS_root"],
+                                         gpu=gpu, bytes_per_param=opt_bytes_per_param, pending_kernel_start=R["pending"],
+                                         timing=timing)
             R["pending"] = None
             S["busy"] += int(np.sum(opt.kernel_end - opt.kernel_start))
             rec["opt"][r, k] = (opt.gpu_end - opt.kernel_start[0]) / 1e6

@@ -88,8 +88,8 @@ from app import feasibility, hosttime, physics, training, workload
 from app.scenario import (Built, Hint, InstanceError, Scenario, ScenarioParams, building, fixed, gpu_clock_report, make_key,
                           new_builder, obs, param)
 from app.trace import intervals, optree
-from app.trace.builder import Kind, KernelInfo
-from app.trace.emit import cpu_span, launch_phase, memcpy, runtime_call
+from app.trace.builder import KernelInfo
+from app.trace.emit import cpu_span, launch_phase, memcpy
 from app.workload import KernelSpec
 from app.scoring.rubric import Rubric
 
@@ -287,21 +287,6 @@ def _plan(v: dict) -> dict:
             "memory": _memory(n, v["world_size"], tokens, shape, ckpt) if ckpt is not None else None}
 
 
-# torch's fused AdamW (torch/optim/adamw.py, _fused_adamw) on one device: the step counts +1
-# (_foreach_add_, depth 1) then aten::_fused_adamw_, whose multi_tensor_apply
-# (ATen/native/cuda/MultiTensorApply.cuh) launches a kernel each time a list fills: 65,536
-# elements per block, at most 320 blocks or 36 tensors (depth 4: param, grad, exp_avg,
-# exp_avg_sq) per launch. The functor runs in the params' dtype (bf16 here).
-MTA_CHUNK_ELEMS = 65_536
-MTA_MAX_BLOCKS = 320
-MTA_MAX_TENSORS = {1: 110, 4: 36}
-_MTA = "at::native::(anonymous namespace)::"
-ADAMW_BF16 = workload.ADAM.replace("FusedAdamMathFunctor<float,", "FusedAdamMathFunctor<c10::BFloat16,")
-FOREACH_ADD = (f"void {_MTA}multi_tensor_apply_kernel<{_MTA}TensorListMetadata<1>, {_MTA}BinaryOpScalarFunctor<float, 1, "
-               f"1, 0>, std::plus<float>, float>({_MTA}TensorListMetadata<1>, {_MTA}BinaryOpScalarFunctor<float, 1, 1, 0>, "
-               f"std::plus<float>, float)")
-
-
 def _param_numels(shape: dict, vocab: int = training.LLAMA3_VOCAB) -> list[int]:
     """The model's parameters in registration order (Llama: embedding, per layer the two norms,
     q, k, v, o, gate, up, down; final norm, LM head)."""
@@ -310,79 +295,17 @@ def _param_numels(shape: dict, vocab: int = training.LLAMA3_VOCAB) -> list[int]:
     return [vocab * h] + layer * shape["layers"] + [h, vocab * h]
 
 
-@functools.lru_cache(maxsize=16)
-def _mta_launches(numels: tuple[int, ...], depth: int) -> tuple[tuple[int, int], ...]:
-    """(blocks, elements) of each kernel multi_tensor_apply launches over these tensors: a
-    launch when the list holds its most tensors (at a tensor's last chunk), its most blocks,
-    or the last chunk of all; a tensor cut by a full block list carries over."""
-    out, blocks, elems, tensors = [], 0, 0, 0
-    for t, n in enumerate(numels):
-        tensors += 1
-        left = n
-        chunks = max(1, -(-n // MTA_CHUNK_ELEMS))
-        while chunks:
-            take = min(chunks, MTA_MAX_BLOCKS - blocks)  # whole chunks until the block list fills
-            blocks += take
-            chunks -= take
-            got = min(left, take * MTA_CHUNK_ELEMS)
-            elems += got
-            left -= got
-            last = chunks == 0
-            if blocks == MTA_MAX_BLOCKS or (last and (tensors == MTA_MAX_TENSORS[depth] or t == len(numels) - 1)):
-                out.append((blocks, elems))
-                blocks, elems = 0, 0
-                tensors = 0 if last else 1
-    return tuple(out)
-
-
 def _fused_adamw(b, topo: training.Topology, rng: np.random.Generator, timing: hosttime.HostTiming, *,
                  shape: dict, n_params: float, gpu: physics.Gpu, cpu_t0: int, gpu_ready: int,
                  pending_kernel_start: np.ndarray):
-    """Optimizer.step#AdamW.step with fused=True as it runs: the step counts' _foreach_add_
-    (3 small launches) and aten::_fused_adamw_ holding one multi_tensor_apply launch per
-    320 blocks (~380 for 8B), each streaming 14 B per parameter it covers at 85% of HBM
-    bandwidth (the time training.optimizer gives), with its own grid."""
+    """DDP's optimizer: fused AdamW over every parameter tensor of the replica, bf16 params and
+    state (14 B per parameter; training.fused_adamw): ~380 launches for 8B."""
     numels = _param_numels(shape)
     scale = n_params / sum(numels)  # the tensors of a model of exactly n_params (model_shape's rounding aside)
     numels = tuple(max(1, int(x * scale)) for x in numels)
-    adam = _mta_launches(numels, 4)
-    steps = _mta_launches((1,) * len(numels), 1)
-    total_ms = n_params * 14.0 / (gpu.mem_tbps * 1e12 * 0.85) * 1e3
-    elems = np.array([e for _, e in adam], np.float64)
-    adam_ns = workload.scaled_durations_ns(elems, total_ms, rng, jitter=0.01)
-    step_ns = (rng.uniform(2.2, 3.0, len(steps)) * 1e3).astype(np.int64)
-    names = [FOREACH_ADD] * len(steps) + [ADAMW_BF16] * len(adam)
-    info = lambda blocks: KernelInfo(grid=(blocks, 1, 1), block=(512, 1, 1), registers_per_thread=64)  # noqa: E731
-    specs = [KernelSpec("aten::_foreach_add_", FOREACH_ADD, 0.0, 0.0, info(bl)) for bl, _ in steps] + [
-        KernelSpec("aten::_fused_adamw_", ADAMW_BF16, 0.0, 0.0, info(bl)) for bl, _ in adam]
-    n = len(names)
-    ops, kernels = workload.intern(b, specs)
-    # inside one op, each launch costs multi_tensor_apply's metadata packing and the call
-    overhead = (rng.gamma(4.0, 0.8, n) * 1e3 + 1_500).astype(np.int64)
-    launch = timing.launch_calls_ns(rng, n)
-    k = len(steps)
-    between = np.zeros(n, np.int64)
-    between[k - 1] = timing.host_ns(rng, 30_000)  # Python between the two calls (>= 22 µs: the ops never touch)
-    runtime = timing.host_ns(rng, 3_000)
-    wait_at = cpu_t0 + timing.host_ns(rng, 10_000)
-    runtime_call(b, "cudaStreamWaitEvent", topo.host_pid, topo.main_tid, wait_at, runtime)
-    start = wait_at + runtime + timing.host_ns(rng, 30_000)
-    done = launch_phase(b, host_pid=topo.host_pid, cpu_tid=topo.main_tid, gpu_pid=topo.gpu,
-                        stream=topo.compute_stream, op_names=ops, kernel_names=kernels,
-                        kernel_dur_ns=np.concatenate([step_ns, adam_ns]), cpu_t0=start,
-                        gpu_t0=gpu_ready + timing.host_ns(rng, 5_000), op_overhead_ns=overhead, launch_ns=launch,
-                        gpu_gap_ns=timing.kernel_gaps_ns(rng, n), launch_latency_ns=timing.launch_latency_ns(rng, n),
-                        emit_op=np.zeros(n, bool), pending_kernel_start=pending_kernel_start,
-                        kernel_cfg=workload.launch_configs(b, specs), free_after_ns=between)
-    ext = b.external_ids(2)
-    add0, add1 = int(done.op_start[0]) - 4_000, int(done.op_end[k - 1]) + 3_000
-    adam0 = max(int(done.op_start[k]) - 12_000, add1 + 6_000)
-    b.add(Kind.CPU, "cpu_op", ["aten::_foreach_add_", "aten::_fused_adamw_"], topo.host_pid, topo.main_tid,
-          [add0, adam0], [add1 - add0, int(done.op_end[-1]) + 6_000 - adam0], ext=ext)
-    tail = timing.host_ns(rng, 8_000)
-    cpu_span(b, "Optimizer.step#AdamW.step", topo.host_pid, topo.main_tid, cpu_t0, done.cpu_end + 6_000 + tail)
-    done.op_end[-1] += 6_000 + tail  # callers continue after the annotation closes
-    return done
+    return training.fused_adamw(b, topo, rng, timing, numels=numels, n_params=n_params, bytes_per_param=14.0,
+                                kernel=training.ADAMW_BF16, gpu=gpu, cpu_t0=cpu_t0, gpu_ready=gpu_ready,
+                                pending_kernel_start=pending_kernel_start)
 
 
 def _backward_with_recompute(pl: dict) -> tuple[list[KernelSpec], np.ndarray]:

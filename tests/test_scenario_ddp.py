@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import scenarios
-from app import feasibility, physics, workload
+from app import feasibility, physics, training, workload
 from app.scenario import _version, observation
 from app.trace import optree
 from app.trace.builder import Kind
@@ -25,7 +25,7 @@ def compute_kernels(inst) -> tuple[np.ndarray, np.ndarray]:
     m = (tr.kind == Kind.KERNEL) & (tr.tid == 7)
     names = np.array([tr.names[i] for i in tr.name[m]])
     dur = tr.dur_ns[m]
-    keep = ~np.isin(names, [workload.ADAM, ddp.ADAMW_BF16, ddp.FOREACH_ADD])
+    keep = ~np.isin(names, [workload.ADAM, training.ADAMW_BF16, training.FOREACH_ADD])
     return names[keep], dur[keep]
 
 
@@ -113,9 +113,9 @@ def test_fused_adamw_launches_as_multi_tensor_apply_does():
     inst = DDP.instance("canonical")
     tr = inst.trace(0)
     names = np.array([tr.names[i] for i in tr.name])
-    adam = (tr.kind == Kind.KERNEL) & (names == ddp.ADAMW_BF16)
+    adam = (tr.kind == Kind.KERNEL) & (names == training.ADAMW_BF16)
     assert adam.sum() == 382 * inst.params.steps
-    assert "FusedAdamMathFunctor<c10::BFloat16, 4" in ddp.ADAMW_BF16
+    assert "FusedAdamMathFunctor<c10::BFloat16, 4" in training.ADAMW_BF16
     grids = {tr.configs[c].grid for c in tr.cfg[adam] if c >= 0}
     assert (320, 1, 1) in grids and len(grids) >= 2  # full launches and the last one's own
     assert ((tr.kind == Kind.CPU) & (names == "aten::_fused_adamw_")).sum() == inst.params.steps

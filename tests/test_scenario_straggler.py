@@ -20,8 +20,10 @@ import statistics
 import pytest
 
 import scenarios
+from app import training, workload
 from app.scenario import InstanceError, observation
 from app.trace import kineto
+from scenarios import _fsdp
 from tests import kineto_reader
 
 SID = "straggler"
@@ -181,7 +183,7 @@ def test_healthy_ranks_spread_like_the_seed_and_rank_0_is_typical():
     assert compute[0] == pytest.approx(statistics.median(compute), rel=0.002)
 
 
-# -- version 2: FSDP, per-layer collectives in lockstep -----------------------------------
+# -- version 2 on (the current version): FSDP, per-layer collectives in lockstep ---------
 
 V2_SEEDS = ["canonical", 3]
 
@@ -199,7 +201,7 @@ def key_v2(seed, oid):
 @pytest.mark.parametrize("seed", V2_SEEDS)
 def test_v2_each_collective_ends_together_and_the_straggler_never_waits(seed):
     inst = scenarios.get(SID).instance(seed)
-    assert inst.version == 2
+    assert inst.version >= 2
     ds = docs_v2(seed)
     per_rank = [kernels(d, nccl=True) for d in ds]
     n = int(key_v2(seed, "collectives_per_step"))
@@ -325,3 +327,28 @@ def test_every_version_2_draw_fits_even_where_the_fewest_tokens_do_not():
                                           hidden=shape["hidden"], layers=shape["layers"], sharding="zero3",
                                           master_fp32=True)
         assert mem.fits(gpu), (seed, p.gpu, p.world_size, p.model_params_b, p.tokens_per_gpu)
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_fused_adamw_launches_cover_each_ranks_shard_as_multi_tensor_apply_does(version):
+    """multi_tensor_apply launches one kernel per at most 320 blocks of 65,536 elements, so the
+    blocks of a step's fused AdamW launches cover every element of the rank's shards. Version 2
+    drew four launches of grid 320 for a 13B model's 1.6B-parameter shard (84M elements
+    covered): a launch count and grid no optimizer run records. Version 3 launches it as
+    ddp's does, over each FSDP unit's flat-parameter shard, in fp32 (the float functor)."""
+    inst = scenarios.get(SID).instance("canonical", version=version)
+    doc = json.loads(kineto.dumps(inst.trace(0), inst.trace_name(0)))
+    adam = [e for e in doc["traceEvents"] if e.get("cat") == "kernel" and "FusedAdamMathFunctor" in e["name"]]
+    per_step = len(adam) // inst.params.steps
+    covered = sum(e["args"]["grid"][0] for e in adam[:per_step]) * training.MTA_CHUNK_ELEMS
+    shard = inst.params.model_params_b * 1e9 / inst.params.world_size
+    if version == 2:
+        assert covered < 0.1 * shard  # the tell this test was written for
+        return
+    assert covered >= shard
+    assert all(e["name"] == workload.ADAM for e in adam)
+    assert max(e["args"]["grid"][0] for e in adam) == training.MTA_MAX_BLOCKS
+    n_params = inst.params.model_params_b * 1e9
+    numels = _fsdp.shard_numels(n_params, training.model_shape(n_params),
+                                inst.params.world_size)
+    assert per_step == len(training.mta_launches(numels, 4))

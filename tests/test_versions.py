@@ -73,6 +73,12 @@ PINNED = {
         4: ("e4f6d80431d8c6badd816d4a4c49617d24764d34eccc464ff84a14ddeeb80957",
             "a07ac00d4c9915ce81612da2b6de1b27294df6bc7a38a2d2b681a37e76bf505f"),
     },
+    ("straggler", 2): {  # pinned when version 3 drew fused AdamW as multi_tensor_apply launches it
+        "canonical": ("4899435e22d10a0f13617f36ba25dbc6fe293cde6d29d00a06ab46f5978dc2b9",
+            "acd19ec2aa4422cfd1a9db23c54f83c3e1d0f62c23b5fe2649af0cd518b4f1fa"),
+        7: ("84872ac716811e88a07ed2aba0c71ce6d710e7f47c3beeeae6d4a35d259cbe50",
+            "fd321e3c735286b3d63042bbfdbfd491f2c1c4b522825ad77913cc53ef798b81"),
+    },
     ("straggler", 1): {
         "canonical": ("53b34f50021adfe2f43bb26a66a4ab8e4406ca417288cd7cfcdbfd5478416988",
             "f5a53162e8fa374a834e16e35ad825656f646368e634c102aea0811f704c7ce2"),
