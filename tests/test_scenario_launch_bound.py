@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import scenarios
-from app import physics
+from app import physics, tools
 from app.scenario import InstanceError, observation
 from app.trace import kineto
 from app.trace.builder import Kind
@@ -70,6 +70,16 @@ def test_the_nvidia_smi_trap_reads_nvml_as_nvml_defines_it():
     assert f"reads about {busy_pct:.0f}%" in trap["why_wrong"] and "occupancy" in trap["why_wrong"]
     old = next(t for t in SCN.instance("canonical", version=2).key["traps"] if t["id"] == "gpu_saturated")
     assert "~100%" in old["claim"]
+
+
+@pytest.mark.parametrize("seed", ["canonical", 1])
+def test_nvidia_smi_prints_the_reading_the_key_says_it_gives(seed):
+    """The tool a candidate runs and the key's rejection of the trap read NVML alike: version 3's
+    key says it reads about the busy share, so nvidia-smi must not print 100% (it did)."""
+    busy_pct = 100 * ob(seed, "gpu_busy_ms") / ob(seed, "step_ms")
+    out = tools.run("nvidia-smi", inst(seed))
+    reading = float(out.split("Utilization (GPU)")[1].split(":")[1].split("%")[0])
+    assert reading == pytest.approx(busy_pct, abs=1.0), out
 
 
 @pytest.mark.parametrize("seed", SEEDS)
