@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -340,3 +341,17 @@ def test_v2_op_tree_moves_no_kernel_and_leaves_the_key(monkeypatch):
     n_ops = lambda i: sum(1 for e in json.loads(kineto.dumps(i.trace(0), "t"))["traceEvents"]  # noqa: E731
                           if e.get("cat") == "cpu_op")
     assert n_ops(tree) > 2 * n_ops(flat)
+
+
+@pytest.mark.parametrize("seed", ["canonical", 9925, 317183])
+def test_the_ttft_arithmetic_adds_up(seed):
+    """The key's TTFT after the fix is the wait behind the running iteration plus its chunks'
+    mixed iterations; "7 x 82 = 586" (the wait left out: 7 x 81.86 is 573) is arithmetic a
+    candidate checks and finds wrong. Checked on the key's unrounded figures."""
+    text = inst(seed).key["expected"]["arithmetic"]
+    m = re.search(r"TTFT (?:~(\d+) ms queued behind the running iteration \+ )?(\d+) x (\d+) = (\d+)", text)
+    assert m, text
+    queued = float(m.group(1) or 0)
+    chunks, mixed, ttft = ob(seed, "chunks"), ob(seed, "mixed_iteration_ms"), ob(seed, "expected_ttft_ms")
+    assert int(m.group(2)) == chunks and int(m.group(4)) == round(ttft)
+    assert abs(queued + chunks * mixed - ttft) <= 1.0, text
