@@ -197,7 +197,7 @@ def start_round(page, server, scenario="ddp", seed="canonical"):
     row = page.locator(".picker li", has=page.locator(f"input[name=scenario][value='{scenario}']"))
     row.locator("input[name=seed]").fill(seed)
     with page.expect_navigation():
-        row.get_by_role("button", name="Practise").click()
+        row.get_by_role("button", name="Practice").click()
     url = page.url
     open_viewer(page, server, url.removeprefix(server))
     return url
