@@ -61,6 +61,17 @@ export function paint(ctx, view) {
     ctx.fillStyle = "rgba(0,0,0,0.045)";
     ctx.fillRect(a, top, b - a, height - top);
   });
+  // Marks and the area selection are tinted behind the slices, not over them: a tint over a
+  // slice darkens its fill under its label (black on the NCCL orange fell to 2.9:1 under the
+  // report's gaps). Their edges are drawn over everything (paintOverlays).
+  for (const m of view.marks) {
+    const a = x0 + scale.x(m.start_ns), b = x0 + scale.x(m.end_ns);
+    ctx.fillStyle = m.color || "rgba(230,159,0,0.18)"; ctx.fillRect(a, top, Math.max(1, b - a), height - top);
+  }
+  if (view.area) {
+    const a = x0 + scale.x(view.area.start_ns), b = x0 + scale.x(view.area.end_ns);
+    ctx.fillStyle = "rgba(0,114,178,0.12)"; ctx.fillRect(a, top, b - a, height - top);
+  }
   ctx.restore();
   for (const item of layout.items) {
     const y = item.y - view.scrollY;
@@ -166,12 +177,10 @@ function paintOverlays(ctx, view) {
     // M marks are amber; labelled marks (a practice round's "one step" / "the gap", the
     // key's on the report) carry their own colour, and their names in the band above
     const a = x0 + scale.x(m.start_ns), b = x0 + scale.x(m.end_ns);
-    ctx.fillStyle = m.color || "rgba(230,159,0,0.18)"; ctx.fillRect(a, top, Math.max(1, b - a), height);
-    if (m.label) markEdges(ctx, m, a, b, top, height);
+    markEdges(ctx, m, a, b, top, height);
   }
   if (area) {
     const a = x0 + scale.x(area.start_ns), b = x0 + scale.x(area.end_ns);
-    ctx.fillStyle = "rgba(0,114,178,0.12)"; ctx.fillRect(a, top, b - a, height);
     ctx.strokeStyle = "#0072B2"; ctx.beginPath();
     ctx.moveTo(a + 0.5, top); ctx.lineTo(a + 0.5, height); ctx.moveTo(b - 0.5, top); ctx.lineTo(b - 0.5, height); ctx.stroke();
   }
@@ -227,7 +236,7 @@ function paintRuler(ctx, view) {
 // The dashed edge is the key's (style "key"), the solid one the reader's: told apart by more
 // than colour.
 function markEdges(ctx, m, a, b, top, height) {
-  ctx.strokeStyle = m.textColor || "#5a3d00";
+  ctx.strokeStyle = m.textColor || "#b07800";
   ctx.setLineDash(m.style === "key" ? [5, 3] : []);
   ctx.lineWidth = m.style === "key" ? 1.5 : 1;
   ctx.beginPath(); ctx.moveTo(Math.round(a) + 0.5, top); ctx.lineTo(Math.round(a) + 0.5, height);
