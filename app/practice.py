@@ -112,7 +112,7 @@ def _change(db: Session, a: Attempt, **values) -> None:
     done = db.execute(update(Attempt).where(Attempt.id == a.id, Attempt.submitted_at.is_(None))
                       .values(updated_at=now(), **values).execution_options(synchronize_session=False))
     if done.rowcount != 1:
-        raise AttemptClosed("this attempt was submitted; start a new one to practise again")
+        raise AttemptClosed("this attempt was submitted; start a new one to practice again")
     for k, v in values.items():  # the row holds these now; the session need not write them again
         set_committed_value(a, k, v)
 
@@ -120,7 +120,7 @@ def _change(db: Session, a: Attempt, **values) -> None:
 def _open_attempt(db: Session, owner: str, public_id: str) -> Attempt:
     a = _find(db, owner, public_id, lock=True)
     if a.submitted_at is not None:
-        raise AttemptClosed("this attempt was submitted; start a new one to practise again")
+        raise AttemptClosed("this attempt was submitted; start a new one to practice again")
     return a
 
 

@@ -197,7 +197,7 @@ def start_round(page, server, scenario="ddp", seed="canonical"):
     row = page.locator(".picker li", has=page.locator(f"input[name=scenario][value='{scenario}']"))
     row.locator("input[name=seed]").fill(seed)
     with page.expect_navigation():
-        row.get_by_role("button", name="Practise").click()
+        row.get_by_role("button", name="Practice").click()
     url = page.url
     open_viewer(page, server, url.removeprefix(server))
     return url
@@ -282,3 +282,215 @@ def test_an_oversize_narration_is_refused_with_a_clear_message(page, server):
     err.wait_for(state="visible", timeout=10000)
     assert "limit is 20,000" in err.inner_text()
     assert "/report" not in page.url
+
+
+# --- layout and polish (issue 14, item 7) --------------------------------------------------
+
+# What the canvas draws, recorded before the page's scripts run: every text with its box and
+# colour, every straight line, cleared when a frame clears the canvas.
+RECORD_CANVAS = """
+(() => {
+  const P = CanvasRenderingContext2D.prototype, fillText = P.fillText, clearRect = P.clearRect;
+  const moveTo = P.moveTo, lineTo = P.lineTo;
+  window.__texts = []; window.__lines = [];
+  const at = (ctx, x, y) => { const t = ctx.getTransform(); return [x * t.a + t.e, y * t.d + t.f]; };
+  P.clearRect = function (x, y, w) {
+    if (x === 0 && y === 0 && w * (window.devicePixelRatio || 1) >= this.canvas.width - 1) { window.__texts = []; window.__lines = []; }
+    return clearRect.apply(this, arguments);
+  };
+  P.fillText = function (text, x, y) {
+    const m = this.measureText(text), [X, Y] = at(this, x, y);
+    window.__texts.push({ text: String(text), x: X, y: Y, w: m.width, up: m.actualBoundingBoxAscent,
+                          down: m.actualBoundingBoxDescent, font: this.font, fill: String(this.fillStyle) });
+    return fillText.apply(this, arguments);
+  };
+  P.moveTo = function (x, y) { this.__at = at(this, x, y); return moveTo.apply(this, arguments); };
+  P.lineTo = function (x, y) {
+    const p = at(this, x, y);
+    if (this.__at) window.__lines.push([this.__at[0], this.__at[1], p[0], p[1]]);
+    this.__at = p;
+    return lineTo.apply(this, arguments);
+  };
+})();
+"""
+
+
+@pytest.fixture
+def traced(browser):
+    """A page whose canvas drawing is recorded (RECORD_CANVAS), at 1440 x 900 unless resized."""
+    ctx = browser.new_context(viewport={"width": 1440, "height": 900})
+    ctx.add_init_script(RECORD_CANVAS)
+    pg = ctx.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    yield pg
+    ctx.close()
+    assert not errors, f"JavaScript errors: {errors}"
+
+
+def box(t):
+    return (t["x"], t["y"] - t["up"], t["x"] + t["w"], t["y"] + t["down"])
+
+
+def overlaps(a, b) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def drawn_texts(page):
+    page.evaluate("window.timelineTest.idle()")
+    width = page.evaluate("window.timelineTest.view.width")
+    return [t for t in page.evaluate("window.__texts") if t["w"] > 0 and -1 < t["x"] < width]
+
+
+def test_one_spelling_practice_everywhere(page, server):
+    for path in ("/", "/practice", "/attempts", "/scenarios/ddp/canonical"):
+        page.goto(server + path)
+        text = page.locator("body").inner_text()
+        assert "practise" not in text.lower(), path
+        assert page.locator("header nav a[href='/practice']").inner_text() == "Practice"
+    page.goto(server + "/practice")
+    assert page.locator(".picker button").first.inner_text() == "Practice"
+
+
+def test_the_help_keeps_words_whole_fits_at_800_px_and_closes(page, server):
+    page.set_viewport_size({"width": 800, "height": 900})
+    open_viewer(page, server, "/scenarios/ddp/canonical")
+    canvas = page.locator("canvas")
+    canvas.focus()
+    page.keyboard.press("?")
+    help_ = page.locator("[data-help]")
+    assert help_.is_visible()
+    # no word broken across lines: each word's text is one box
+    broken = page.evaluate("""(() => {
+      const out = [], walk = document.createTreeWalker(document.querySelector('[data-help]'), NodeFilter.SHOW_TEXT);
+      for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+        for (const m of n.data.matchAll(/\\S+/g)) {
+          const r = document.createRange(); r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length);
+          const tops = new Set([...r.getClientRects()].map(b => Math.round(b.top)));
+          if (tops.size > 1) out.push(m[0]);
+        }
+      }
+      return out; })()""")
+    assert not broken, f"words broken mid-word: {broken}"
+    # not clipped: inside the window and the viewer, nothing hidden inside it
+    h = help_.bounding_box()
+    v = page.locator("#viewer").bounding_box()
+    assert h["x"] >= 0 and h["x"] + h["width"] <= 800 and h["x"] >= v["x"] and h["x"] + h["width"] <= v["x"] + v["width"]
+    assert h["y"] + h["height"] <= v["y"] + v["height"]
+    assert page.evaluate("(e => e.scrollWidth <= e.clientWidth + 1)(document.querySelector('[data-help]'))")
+    # a visible close button, focused; closing returns the focus to the timeline
+    close = help_.get_by_role("button", name="close")
+    assert close.is_visible() and close.evaluate("e => e === document.activeElement")
+    close.click()
+    assert not help_.is_visible()
+    assert canvas.evaluate("e => e === document.activeElement")
+    page.keyboard.press("?")
+    assert help_.is_visible()
+    page.keyboard.press("Escape")
+    assert not help_.is_visible()
+    assert canvas.evaluate("e => e === document.activeElement")
+
+
+def submitted_round(page, server, marks_offset_us=3000):
+    """A ddp round with the reader's marks (its gap a little off the key's), submitted: the
+    report's URL."""
+    key = scenarios.get("ddp").instance("canonical").key
+    page.goto(f"{server}/practice")
+    aid = page.evaluate("""fetch('/api/attempts', {method: 'POST', headers: {'Content-Type': 'application/json'},
+                           body: JSON.stringify({scenario: 'ddp', seed: 'canonical'})}).then(r => r.json()).then(a => a.id)""")
+    gap = key["marks"]["gap"]
+    marks = {"step": key["marks"]["step"], "gap": {"start_us": gap["start_us"] + marks_offset_us,
+                                                    "end_us": gap["end_us"] + marks_offset_us}}
+    assert page.evaluate("""([aid, marks]) => fetch(`/api/attempts/${aid}/marks`, {method: 'PUT',
+        headers: {'Content-Type': 'application/json'}, body: JSON.stringify(marks)}).then(r => r.status)""", [aid, marks]) == 200
+    return aid, key
+
+
+MARK_LABELS = {"your step", "your gap", "key: one step", "key: the gap", "one step", "the gap"}
+
+
+@pytest.mark.parametrize("where", ["round", "report"])
+def test_mark_names_overprint_nothing(traced, server, where):
+    """'the gap' on a round, and on the report 'your step' / 'key: one step' / 'your gap' /
+    'key: the gap', each clear of the others and of every slice's and step's name, the key's
+    set apart by more than colour."""
+    page = traced
+    aid, key = submitted_round(page, server)
+    if where == "report":
+        page.evaluate(f"""fetch('/api/attempts/{aid}/submit', {{method: 'POST', headers: {{'Content-Type': 'application/json'}},
+                          body: JSON.stringify({{narration: 'the all-reduce is not overlapped', timed: false}})}})""")
+        open_viewer(page, server, f"/practice/{aid}/report")
+        wait_until(page, "window.__texts.some(t => t.text === 'key: the gap')")
+    else:
+        open_viewer(page, server, f"/practice/{aid}")
+        wait_until(page, "window.__texts.some(t => t.text === 'the gap')")
+    t0 = page.evaluate("window.timelineTest.t0_ns")
+    s0 = key["marks"]["step"]["start_us"] * 1e3 - t0
+    g1 = key["marks"]["gap"]["end_us"] * 1e3 - t0 + 3e6
+    g0 = key["marks"]["gap"]["start_us"] * 1e3 - t0 + 3e6
+    for window in ((s0 - 0.2 * (g1 - s0), g1 + 0.2 * (g1 - s0)), (g0 - 0.5 * (g1 - g0), g1 + 0.5 * (g1 - g0)),
+                   (g0 - 3 * (g1 - g0), g1 + 3 * (g1 - g0)), None):
+        if window:
+            page.evaluate(f"window.timelineTest.setWindow({window[0]}, {window[1]})")
+        texts = drawn_texts(page)
+        marks = [t for t in texts if t["text"] in MARK_LABELS]
+        assert len(marks) == (4 if where == "report" else 2), [t["text"] for t in marks]
+        for m in marks:
+            hit = [t["text"] for t in texts if t is not m and overlaps(box(m), box(t))]
+            assert not hit, f"{m['text']!r} overprints {hit}"
+    if where == "report":
+        fonts = {t["text"]: t["font"] for t in marks}
+        assert "italic" in fonts["key: the gap"] and "italic" not in fonts["your gap"]
+
+
+def test_step_names_clear_of_the_ruler_ticks(traced, server):
+    page = traced
+    open_viewer(page, server, "/scenarios/ddp/canonical")
+    for k in range(3):
+        texts = drawn_texts(page)
+        steps = [t for t in texts if t["text"].startswith("step ")]
+        assert steps
+        ticks = [ln for ln in page.evaluate("window.__lines") if abs(ln[0] - ln[2]) < 0.01 and max(ln[1], ln[3]) <= 40]
+        for s in steps:
+            x0, y0, x1, y1 = box(s)
+            crossing = [ln for ln in ticks if x0 <= ln[0] <= x1 and min(ln[1], ln[3]) < y1 and max(ln[1], ln[3]) > y0]
+            assert not crossing, f"{s['text']!r} is crossed by the ruler's tick at x={crossing[0][0]:.1f}"
+            hit = [t["text"] for t in texts if t is not s and overlaps(box(s), box(t))]
+            assert not hit, f"{s['text']!r} overprints {hit}"
+        page.locator("canvas").focus()
+        page.keyboard.down("w"); page.wait_for_timeout(150); page.keyboard.up("w")
+
+
+def test_a_pinned_tracks_label_draws_no_missing_glyph(traced, server):
+    page = traced
+    open_viewer(page, server, "/scenarios/ddp/canonical")
+    page.keyboard.press("/")
+    page.keyboard.type("ncclDevKernel_AllReduce")
+    page.keyboard.press("Enter")
+    page.locator("canvas").focus()
+    page.keyboard.press("p")
+    assert page.evaluate("window.timelineTest.view.layout.items[0].pinned")
+    texts = drawn_texts(page)
+    label = [t["text"] for t in texts if t["text"].endswith("NCCL") and t["x"] < 230]
+    assert label and label[0].startswith("stream"), label
+    # every character drawn is one Debian's default fonts have: nothing from the emoji planes
+    odd = {c for t in texts for c in t["text"] if ord(c) >= 0x2600}
+    assert not odd, f"characters without a glyph in system-ui: {[hex(ord(c)) for c in odd]}"
+
+
+@pytest.mark.parametrize("width", [800, 1440, 1920])
+def test_the_timeline_is_usable_at_every_width(traced, server, width):
+    page = traced
+    page.set_viewport_size({"width": width, "height": 900})
+    open_viewer(page, server, "/scenarios/ddp/canonical")
+    drawing = page.evaluate("window.timelineTest.view.scale.width")
+    assert drawing >= 500, f"{drawing:.0f} px of drawing width at {width} px"
+    ticks = [t["text"] for t in drawn_texts(page) if t["y"] < 17 and t["x"] >= 230]
+    assert len(ticks) >= 3 and ticks != ["0 ns"], ticks
+    canvas = page.locator("#viewer canvas").bounding_box()
+    side = page.locator("#viewer .side").bounding_box()
+    if width < 1000:
+        assert side["y"] >= canvas["y"] + canvas["height"] - 1, "the side panel stacks below the timeline"
+        assert side["width"] >= canvas["width"] - 2
+    else:
+        assert side["x"] >= canvas["x"] + canvas["width"] - 1 and abs(side["y"] - canvas["y"]) < 2

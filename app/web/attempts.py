@@ -20,7 +20,7 @@ router = APIRouter()
 class NewAttempt(BaseModel):
     scenario: str = Field(max_length=64, description='a scenario id, or "surprise"')
     seed: str | None = Field(default=None, max_length=32,
-                             description="a public seed to practise on; by default a secret one is drawn")
+                             description="a public seed to practice on; by default a secret one is drawn")
     params: dict[str, str] = Field(default_factory=dict, max_length=64)
 
 

@@ -3,7 +3,7 @@
 // Shift+drag or the ruler to pan, click for details, / search, F focus, M mark, ? help).
 
 import { load, partner } from "./data.js";
-import { LAYOUT, PALETTE, paint } from "./paint.js";
+import { LAYOUT, PALETTE, paint, tracksTop } from "./paint.js";
 import { createPanels } from "./panels.js";
 import { TimeScale } from "./timescale.js";
 
@@ -32,7 +32,7 @@ export async function mount(root, url, opts = {}) {
 
   function relayout() {
     const items = [];
-    let y = LAYOUT.ruler;
+    let y = tracksTop(view);
     const groups = [];
     for (const t of data.tracks) {
       let g = groups.find((x) => x.label === t.group);
@@ -55,8 +55,10 @@ export async function mount(root, url, opts = {}) {
     view.layout = { items, height: y };
     // The panes grow with the tracks up to the window's height, so a short trace leaves
     // room for the case's charts below instead of an empty canvas.
+    // A custom property, not the height itself: under ~1000 px the side panel stacks below
+    // the timeline (site.css) and this sizes only the timeline's row.
     const panes = canvas.parentElement;
-    panes.style.height = `${Math.max(520, Math.min(y + 40, window.innerHeight - 200))}px`;  // 520: room for a tool's output and chart beside a short trace
+    panes.style.setProperty("--panes-h", `${Math.max(520, Math.min(y + 40, window.innerHeight - 200))}px`);  // 520: room for a tool's output and chart beside a short trace
   }
 
   const stats = { firstPaintMs: null, frames: [], loadedMs: performance.now() };
@@ -163,7 +165,7 @@ export async function mount(root, url, opts = {}) {
       view.scale.set(mid - span / 2, mid + span / 2, view.scale.width);
     }
     const item = view.layout.items.find((i) => i.kind === "track" && i.track === data.cols.track[row]);
-    if (item && (item.y - view.scrollY < LAYOUT.ruler || item.y - view.scrollY > view.height - 40)) view.scrollY = Math.max(0, item.y - 80);
+    if (item && (item.y - view.scrollY < tracksTop(view) || item.y - view.scrollY > view.height - 40)) view.scrollY = Math.max(0, item.y - 80);
   }
 
   // --- mouse ---
@@ -171,7 +173,7 @@ export async function mount(root, url, opts = {}) {
   canvas.addEventListener("mousedown", (e) => {
     const x = e.offsetX, y = e.offsetY;
     canvas.focus({ preventScroll: true });
-    if (y < LAYOUT.ruler || e.shiftKey || e.button === 1) drag = { mode: "pan", x, moved: false };
+    if (y < tracksTop(view) || e.shiftKey || e.button === 1) drag = { mode: "pan", x, moved: false };
     else if (x < LAYOUT.labelW) {
       const item = itemAt(y);
       if (item && item.kind === "group") { view.collapsed.has(item.label) ? view.collapsed.delete(item.label) : view.collapsed.add(item.label); relayout(); redraw(); }
@@ -239,9 +241,27 @@ export async function mount(root, url, opts = {}) {
     } else if (k === "m") {
       const m = view.selectedRow >= 0 ? { start_ns: data.cols.ts[view.selectedRow], end_ns: data.cols.ts[view.selectedRow] + data.cols.dur[view.selectedRow] } : view.area;
       if (m) { view.marks.push({ ...m }); redraw(); }
-    } else if (k === "?") { help.hidden = !help.hidden; }
-    else if (k === "escape") { view.selectedRow = -1; view.area = null; view.matches = null; help.hidden = true; panels.describe(-1); redraw(); }
+    } else if (k === "?") { help.hidden ? openHelp() : closeHelp(); }
+    else if (k === "escape") { view.selectedRow = -1; view.area = null; view.matches = null; closeHelp(); panels.describe(-1); redraw(); }
     else if (k === "enter" && matchList.length) { step(e.shiftKey ? -1 : 1); }
+  });
+  // The help: a dialog with a close button; closing it (the button, Escape or ? again) puts
+  // the focus back where it was when it opened.
+  let helpReturn = null;
+  function openHelp() {
+    helpReturn = document.activeElement;
+    help.hidden = false;
+    help.querySelector("[data-help-close]").focus();
+  }
+  function closeHelp() {
+    if (help.hidden) return;
+    help.hidden = true;
+    (helpReturn && helpReturn.isConnected ? helpReturn : canvas).focus({ preventScroll: true });
+    helpReturn = null;
+  }
+  help.querySelector("[data-help-close]").addEventListener("click", closeHelp);
+  help.addEventListener("keydown", (e) => {
+    if (e.key === "Escape" || e.key === "?") { e.preventDefault(); e.stopPropagation(); closeHelp(); }
   });
   canvas.addEventListener("keyup", (e) => { held.delete(WASD[e.code]); });
   canvas.addEventListener("blur", () => held.clear());
@@ -307,7 +327,7 @@ export async function mount(root, url, opts = {}) {
     xOf: (ns) => LAYOUT.labelW + view.scale.x(ns),
     steps: data.header.steps,
     t0_ns: data.header.t0_ns,  // absolute trace time of 0: marks are stored absolute (µs), like the key's
-    setMarks: (marks) => { view.marks = [...marks]; redraw(); },
+    setMarks: (marks) => { view.marks = [...marks]; relayout(); redraw(); },  // the marks band's rows move the tracks
     // Show what another viewer of the same timeline shows (the console's mirror): its
     // window, scroll, area selection and selected slice.
     mirror: ({ viewport, selection }) => {
