@@ -387,3 +387,33 @@ def test_a_parse_in_progress_does_not_hold_other_requests(tmp_path, monkeypatch)
     assert busy[0] == 503 and "try again" in busy[1]["error"] and int(busy[2]["retry-after"]) > 0
     print(f"245k-event upload imported in {took_s:.1f} s; GET /index.json meanwhile: "
           f"{', '.join(f'{x * 1e3:.0f}' for x in latencies_s)} ms")
+
+
+FIXTURES = Path("/work/shared/fixtures/kineto")
+needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"the real torch.profiler traces are not at {FIXTURES}")
+
+
+@needs_fixtures
+@pytest.mark.parametrize("name", ["sampled_rank-0.json.gz", "sampled_rank-1.json.gz"])
+def test_a_deep_gpu_queue_is_not_called_launch_bound(name):
+    """These real ranks have wide gaps (idle ~80%) but an ~18 ms launch delay against
+    ~0.2 ms kernels: each kernel waits behind ~90 others, the GPU is the bottleneck."""
+    from app.analysis import read, text
+
+    r = read.read(importer.load(FIXTURES / name))
+    ln = r["launch"]
+    assert ln["launch_delay_us"] > 15_000 and ln["mean_gap_us"] > ln["mean_kernel_us"]  # the old rule's trap
+    assert ln["launch_bound"] is False and ln["queue_deep"] is True
+    assert "not launch-bound" in text.render(r) and "GPU-bound" in text.render(r)
+
+
+@pytest.mark.parametrize("scenario,seed,bound", [
+    ("launch-bound", "canonical", True), ("launch-bound", 9, True), ("launch-bound", 13, True),
+    ("ddp", "canonical", False), ("ddp", 1, False)])
+def test_generated_instances_keep_their_launch_bound_verdict(scenario, seed, bound):
+    from app.analysis import read
+
+    r = read.read(importer.load(kineto.dumps(scenarios.get(scenario).instance(seed).trace(0)).encode()))
+    assert r["launch"]["launch_bound"] is bound
+    if bound:  # launch delays of the order of a kernel, the queue drained
+        assert r["launch"]["launch_delay_us"] < read.MAX_LAUNCH_DELAY_KERNELS * r["launch"]["mean_kernel_us"]
