@@ -417,3 +417,27 @@ def test_generated_instances_keep_their_launch_bound_verdict(scenario, seed, bou
     assert r["launch"]["launch_bound"] is bound
     if bound:  # launch delays of the order of a kernel, the queue drained
         assert r["launch"]["launch_delay_us"] < read.MAX_LAUNCH_DELAY_KERNELS * r["launch"]["mean_kernel_us"]
+
+
+def _tracks(client, uid: str) -> list[dict]:
+    tl = client.get(f"/api/traces/{uid}/timeline.bin", headers={"Accept-Encoding": "identity"})
+    return json.loads(tl.content[4:4 + int.from_bytes(tl.content[:4], "little")])["tracks"]
+
+
+def test_negative_huge_and_text_tids_are_named_as_perfetto_names_threads(apps):
+    """Kineto cuts a 64-bit system tid to int32 (-549452224); such a thread is "thread N"
+    with a small N, or its thread_name; its CUDA API row says so too."""
+    def ev(tid, ts, cat="cpu_op", name="aten::mm", **args):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 7, "tid": tid, "ts": ts, "dur": 2, "args": args}
+    doc = {"traceEvents": [
+        ev(-549452224, 1), ev(-549452224, 4, "cuda_runtime", "cudaLaunchKernel", correlation=1),
+        ev(2**40, 10), ev(2**40, 13, "cuda_runtime", "cudaLaunchKernel", correlation=2),
+        ev(-7, 20), ev("PyTorch Profiler", 30, "user_annotation", "step"),
+        {"ph": "M", "name": "thread_name", "pid": 7, "tid": -7, "args": {"name": "pt_main_thread"}},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 6, "dur": 1, "args": {"stream": 7, "correlation": 1}}]}
+    r = _post(apps[0], "tids.json", json.dumps(doc).encode())
+    assert r.status_code == 200, r.text
+    labels = [t["label"] for t in _tracks(apps[0], r.json()["id"]) if not t["gpu"]]
+    assert not [x for x in labels if "549452224" in x or str(2**40) in x], labels
+    assert {"thread 1", "thread 2", "CUDA API · thread 1", "CUDA API · thread 2", "main thread",
+            "PyTorch Profiler"} <= set(labels), labels

@@ -103,7 +103,13 @@ def from_import(tr) -> Slices:
     gpu, api = key_gpu[k], key_api[k]
     ts = rows["ts"].astype(np.float64) * 1e3
     t0 = float(ts.min()) if len(ts) else 0.0
-    thread_name = {(code[p], tid_code[t]): t for p, t, _, _ in keys}  # the tid's own text, unless named
+    # A tid that is no small thread number (Kineto writes a 64-bit system tid cut to int32,
+    # so it can be negative, or text) is named as Perfetto names an anonymous thread: "thread
+    # N", N small and stable (the order of such tids), unless thread_name metadata names it.
+    odd = sorted({t for _, t, _, _ in keys if tid_code[t] >= TEXT_TID and _numeric(t)}, key=lambda t: tid_code[t])
+    odd_n = {t: i + 1 for i, t in enumerate(odd)}
+    thread_name = {(code[p], tid_code[t]): (f"thread {odd_n[t]}" if t in odd_n else t)
+                   for p, t, _, _ in keys}
     plabel: dict[int, str] = {}
     pname: dict[int, str] = {}
     for kind, p, t, n, labels in con.execute("""
@@ -171,6 +177,11 @@ def _num(s: str) -> tuple[int, int | str]:
     return (0, int(m.group(1))) if m else (1, s)
 
 
+def _numeric(s: str) -> bool:
+    """A tid written as a number, however large or negative (not a name like "PyTorch Profiler")."""
+    return re.fullmatch(r"-?\d+", s.strip()) is not None
+
+
 def _paired(corr, gpu: np.ndarray, api: np.ndarray) -> np.ndarray:
     """Correlation ids kept only where one launch and one GPU op share them."""
     c = np.asarray(corr, dtype=float)
@@ -220,8 +231,8 @@ def _thread_label(name: str, tid: int) -> str:
         return f"dataloader worker {m.group(1)}"
     if re.match(r"pt_autograd_\d+$", n):
         return f"autograd (backward) · {tid}"
-    if tid >= TEXT_TID:  # a text tid ("PyTorch Profiler") is its own name
-        return n
+    if tid >= TEXT_TID:  # a text tid ("PyTorch Profiler"), or "thread N" for an odd number, is its own name
+        return {"pt_main_thread": "main thread"}.get(n, n)
     if n == str(tid) or not n:
         return f"thread {tid}"
     return {"pt_main_thread": "main thread"}.get(n, n) + f" · {tid}"
