@@ -278,9 +278,10 @@ def busy_meanwhile(tr: ImportedTrace, g: dict, lo: float, hi: float) -> dict:
     return {"window_ms": round((hi - lo) / 1e3, 3), "cpu": cpu, "gpu_streams_ms": streams}
 
 
-def read_ranks(traces: list[ImportedTrace]) -> dict:
+def read_ranks(traces: list[ImportedTrace], ids: list[int] | None = None) -> dict:
     """Several ranks: each read, per-rank compute per step, its spread, and who arrives
-    last at each collective (the k-th NCCL kernel of every rank is one collective)."""
+    last at each collective (the k-th NCCL kernel of every rank is one collective).
+    `ids` names the ranks when the caller knows them (an upload's file names)."""
     reads = [read(t) for t in traces]
     compute = [r["metrics"].get("compute_busy_ms", 0.0) for r in reads]
     med = statistics.median(compute)
@@ -297,7 +298,8 @@ def read_ranks(traces: list[ImportedTrace]) -> dict:
     # Name ranks as the files do (distributedInfo.rank), else by their order; the file is
     # the uploader's, so its rank is taken only where it is a number.
     info = [t.meta.get("distributedInfo") for t in traces]
-    ids = [d["rank"] if isinstance(d, dict) and isinstance(d.get("rank"), int) else i for i, d in enumerate(info)]
+    ids = list(ids) if ids is not None else [
+        d["rank"] if isinstance(d, dict) and isinstance(d.get("rank"), int) else i for i, d in enumerate(info)]
     for x in late:
         x["last_rank"] = ids[x["last_rank"]]
     lasts = [x["last_rank"] for x in late]

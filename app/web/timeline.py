@@ -133,9 +133,10 @@ def from_import(tr) -> Slices:
                   process_label=labels, thread_name=thread_name)
 
 
-def stack(ranks: list[Slices]) -> Slices:
+def stack(ranks: list[Slices], rank_ids: list[int] | None = None) -> Slices:
     """Several ranks' slices on one clock, each rank's processes labelled and ordered
-    "rank R · host" then "rank R · GPU", rank by rank (the straggler view)."""
+    "rank R · host" then "rank R · GPU", rank by rank (the straggler view). R is the rank's
+    position unless `rank_ids` names them (an upload of ranks 4-7)."""
     names: dict[str, int] = {}
     cats: dict[str, int] = {}
     parts, labels, order, thread_name = [], {}, {}, {}
@@ -148,7 +149,7 @@ def stack(ranks: list[Slices]) -> Slices:
         remap = {int(p): base + i for i, p in enumerate(pids)}
         for p, code in remap.items():
             on_gpu = bool(r.gpu[r.pid == p].any())
-            labels[code] = f"rank {k} · " + (r.process_label.get(p, f"GPU {p}") if on_gpu else "host")
+            labels[code] = f"rank {rank_ids[k] if rank_ids else k} · " + (r.process_label.get(p, f"GPU {p}") if on_gpu else "host")
             order[code] = (k, on_gpu, code)
         pid = base + np.searchsorted(pids, r.pid).astype(np.int64)
         parts.append((r, name_map[r.name], cat_map[r.cat], pid, r.ts_ns + (r.t0_ns - t0), r.source + k * RANK_STRIDE))
