@@ -167,7 +167,9 @@ async def _receive(request: Request, settings: Settings) -> str:
             uid, title = digests[0][1], digests[0][0]
             body: str | list = str(parts.files[0][1].path)
         else:
-            uid, title = uploads.multi_id(digests), f"{len(digests)} traces: {digests[0][0]}, ..."
+            names = ", ".join(sorted(n for n, _ in digests))
+            uid = uploads.multi_id(digests)
+            title = f"{len(digests)} traces: " + (names if len(names) <= 120 else names[:119] + "…")
             body = [(str(incoming.path), name) for name, incoming in parts.files]
         limits = uploads.ImportLimits(settings.max_trace_bytes, settings.import_duckdb_threads,
                                       settings.import_memory_limit_mb)
