@@ -27,6 +27,9 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 RETRY_AFTER_S = 30  # an import of a large trace takes tens of seconds
 FORM_OVERHEAD_BYTES = 64 * 2**10  # multipart boundaries and part headers around the file
 MAX_QUERY_CHARS = 100_000
+# A relative ts (from a quarter-floored baseTimeNanoseconds) stays under ~8e12 µs; absolute
+# epoch µs are past 1.6e15. Between them lies the line (1e14 µs, as ns).
+RELATIVE_TS_MAX_NS = 10**17
 _IMPORTER: uploads.Importer | None = None  # this process's import pool; touched on the event loop only
 
 
@@ -54,16 +57,19 @@ def _timeline_gz(tr: ImportedTrace | list[tuple[int, ImportedTrace]], title: str
     from app.web import timeline
 
     if isinstance(tr, list):
-        parts = []
+        parts, shifts = [], []
         for _, t in tr:
             s = timeline.from_import(t)
-            # relative files count ts from their own baseTimeNanoseconds: back to one clock
-            s.t0_ns += int(t.base_time_ns or 0) if isinstance(t.base_time_ns, (int, float)) else 0
+            # relative files (Kineto 2024+) count ts from their baseTimeNanoseconds: back to the
+            # epoch, so that ranks written either way share one clock
+            base = t.base_time_ns if isinstance(t.base_time_ns, int) and not isinstance(t.base_time_ns, bool) else 0
+            shift = base if 0 < base < 2**62 and s.t0_ns < RELATIVE_TS_MAX_NS else 0
+            s.t0_ns += shift
             parts.append(s)
+            shifts.append(shift)
         slices = timeline.stack(parts, rank_ids=[r for r, _ in tr])
-        first = tr[0][1]
-        base_ns = int(first.base_time_ns or 0) if isinstance(first.base_time_ns, (int, float)) else 0
-        steps, _ = read.steps(first)
+        base_ns = shifts[0]
+        steps, _ = read.steps(tr[0][1])
         return gzip.compress(timeline.encode(slices, title, [(a * 1e3 + base_ns, b * 1e3 + base_ns) for a, b in steps]),
                              compresslevel=1)
     steps, _ = read.steps(tr)
