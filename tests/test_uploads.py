@@ -616,3 +616,12 @@ def _rank_start_ns(client, uid: str, rank: str) -> float:
     cols = {c["name"]: np.frombuffer(data, c["dtype"], c["length"], c["offset"]) for c in head["columns"]}
     ours = [t["id"] for t in head["tracks"] if t["group"].startswith(rank + " · ")]
     return float(cols["ts"][np.isin(cols["track"], ours)].min())
+
+
+def test_one_bad_rank_among_several_is_named_and_too_many_files_refused(apps, ddp_json):
+    r = _post_many(apps[0], [("rank0.json", ddp_json), ("rank1.json", b"oops")])
+    assert r.status_code == 400 and r.json()["error"].startswith("rank1.json is not JSON"), r.text
+    r = _post_many(apps[0], [(f"r{i}.json", b"{}") for i in range(uploads.MAX_RANKS + 1)])
+    assert r.status_code == 400 and f"over {uploads.MAX_RANKS} trace files" in r.json()["error"]
+    page = _post_many(apps[0], [("rank0.json", ddp_json), ("rank1.json", b"oops")], url="/upload")
+    assert page.status_code == 400 and "rank1.json is not JSON" in page.text and 'role="alert"' in page.text
