@@ -1,10 +1,14 @@
 """Uploaded traces: a content-addressed store on disk that any server process serves from.
 
-An upload is named by the sha256 of its bytes as sent (64 hex digits). Its directory
+An upload is named by the sha256 of its bytes as sent (64 hex digits; several files: of
+their names and digests, see `multi_id`). One file may be a trace, or a .zip / .tar(.gz) of a
+trace directory; several trace files are one multi-rank upload (see `expand` and `ranked`). Its directory
 <uploads_dir>/<first two hex digits>/<id>/ holds
   events.duckdb    the imported `events` table and the SQL console's tables (app.analysis.sql)
   read.json        the reference read with HTA's figures
   meta.json        {name, events, size_bytes}: the file's name as sent, its event count and size
+                   (several ranks: also `ranks`, one {rank, name, events, database} per rank in
+                   rank order, each rank's events in its own database; events.duckdb is the first's)
   timeline.bin.gz  the viewer's columns, gzip-compressed
 It is built in a temporary directory beside it and renamed into place: a directory that
 exists is complete (a crash leaves only a temporary directory, swept later), and when two
@@ -20,6 +24,7 @@ separate processes, so a parse holds neither the server's event loop nor its GIL
 from __future__ import annotations
 
 import asyncio
+import gzip
 import hashlib
 import logging
 import multiprocessing
@@ -27,9 +32,12 @@ import os
 import re
 import secrets
 import shutil
+import tarfile
 import tempfile
 import threading
 import time
+import zipfile
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import suppress
@@ -42,7 +50,7 @@ import duckdb
 import orjson
 
 from app.analysis import hta, read, sql
-from app.trace.importer import ImportedTrace, TraceImportError, load
+from app.trace.importer import ImportedTrace, TraceImportError, TraceTooLarge, load
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +58,10 @@ ID = re.compile(r"[0-9a-f]{64}")
 DATABASE, READ, META, TIMELINE = "events.duckdb", "read.json", "meta.json", "timeline.bin.gz"
 STALE_S = 3600  # a temporary directory or incoming body this old belongs to a process that died
 _MAX_NAME_CHARS = 100  # of a file's name as sent, kept and echoed in messages
+MAX_RANKS = 64  # trace files in one upload (sent as several files or inside an archive)
+MAX_ARCHIVE_MEMBERS = 2000  # entries of any kind an archive may list (a trace directory holds a few)
+_CHUNK_BYTES = 1 << 20
+_RANK_IN_NAME = re.compile(r"rank[-_ .]?(\d{1,6})", re.I)
 
 # Builds the timeline body from an imported trace and its title. The encoder is the web
 # viewer's wire format, so the web layer hands it in (a module-level function: the import
@@ -91,6 +103,16 @@ class Upload:
     events: int
     size_bytes: int
     read: dict
+    ranks: tuple = ()  # several ranks: one {rank, name, events, database} each, in rank order
+
+
+def multi_id(parts: list[tuple[str, str]]) -> str:
+    """The id of several files sent together, from their (name, sha256) pairs: the same
+    files in any order are the same upload (a name can carry the rank, so it counts)."""
+    h = hashlib.sha256(b"tracedojo ranks\0")
+    for name, digest in sorted(parts):
+        h.update(f"{name}\0{digest}\0".encode())
+    return h.hexdigest()
 
 
 def clean_name(filename: str | None) -> str:
@@ -171,7 +193,8 @@ class Store:
                 return self._cache[uid]
         try:
             meta = orjson.loads((d / META).read_bytes())
-            up = Upload(uid, meta["name"], meta["events"], meta["size_bytes"], orjson.loads((d / READ).read_bytes()))
+            up = Upload(uid, meta["name"], meta["events"], meta["size_bytes"], orjson.loads((d / READ).read_bytes()),
+                        tuple(meta.get("ranks", ())))
         except FileNotFoundError:  # evicted by another process between the touch and the read
             raise NotFound(f"no uploaded trace {uid}: upload it again") from None
         with self._lock:
@@ -191,14 +214,19 @@ class Store:
         except FileNotFoundError:
             raise NotFound(f"no uploaded trace {uid}: upload it again") from None
 
-    def event(self, uid: str, idx: int, memory_limit_mb: int) -> dict | None:
+    def event(self, uid: str, idx: int, memory_limit_mb: int, rank_pos: int = 0) -> dict | None:
         """One event as its file has it (ph, cat, name, pid, tid, ts, dur, args), by the
-        viewer's `src` id (events.idx); None when there is no such event. Args that orjson
-        cannot take (nested past its limit) come back as their JSON text."""
+        viewer's `src` id (events.idx) in the `rank_pos`-th rank (in rank order); None when
+        there is no such event. Args that orjson cannot take (nested past its limit) come
+        back as their JSON text."""
         if not 0 <= idx < 2**63:
             return None
+        ranks = self.get(uid).ranks
+        if rank_pos and not 0 <= rank_pos < len(ranks):
+            return None
+        path = self.dir(uid) / ranks[rank_pos]["database"] if ranks else self.database(uid)
         try:
-            con = sql.connect(self.database(uid), memory_limit_mb)
+            con = sql.connect(path, memory_limit_mb)
         except duckdb.IOException:  # evicted by another process since the touch
             raise NotFound(f"no uploaded trace {uid}: upload it again") from None
         try:
@@ -265,25 +293,48 @@ def _remove(d: Path) -> None:
     shutil.rmtree(trash, ignore_errors=True)
 
 
-def build(body: str, root: str, uid: str, name: str, limits: ImportLimits, timeline: TimelineBuilder) -> None:
-    """Import the upload at `body` into the store as `uid` (runs in an import process).
-    Raises the importer's TraceImportError (one line) when the trace cannot be read."""
+def build(body: str | list[tuple[str, str]], root: str, uid: str, name: str, limits: ImportLimits,
+          timeline: TimelineBuilder) -> None:
+    """Import the upload into the store as `uid` (runs in an import process): `body` is one
+    file's path, or several (path, name as sent) pairs. Raises the importer's
+    TraceImportError (one line) when the trace cannot be read."""
     final = Path(root) / uid[:2] / uid
     if final.exists():
         return
+    bodies = [(body, name)] if isinstance(body, (str, Path)) else [(str(p), n) for p, n in body]
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{uid[:12]}-", dir=final.parent))
+    cons: list[duckdb.DuckDBPyConnection] = []
     try:
-        con = duckdb.connect(str(tmp / DATABASE), config={
-            "threads": limits.duckdb_threads, "memory_limit": f"{limits.duckdb_memory_mb}MB",
-            "temp_directory": str(tmp / "spill")})
-        con.execute("SET enable_progress_bar = false")  # it would draw on the server's stdout
+        members = expand(bodies, tmp / "members", limits.max_trace_bytes)
+        multi = len(members) > 1
+        # DuckDB's memory is shared out: several ranks are one trace's budget, not N of them
+        memory_mb = max(256, limits.duckdb_memory_mb // len(members))
+        traces, budget = [], limits.max_trace_bytes
         try:
-            tr = load(body, max_bytes=limits.max_trace_bytes, con=con, name=name, tmp_dir=str(tmp))
-            analysis = reading(tr)
-            sql.prepare(tr)
-            body_gz = timeline(tr, name)
-            con.execute("CHECKPOINT")
+            for i, (path, member) in enumerate(members):
+                con = duckdb.connect(str(tmp / (f"events-{i}.duckdb" if multi else DATABASE)), config={
+                    "threads": limits.duckdb_threads, "memory_limit": f"{memory_mb}MB",
+                    "temp_directory": str(tmp / "spill")})
+                cons.append(con)
+                con.execute("SET enable_progress_bar = false")  # it would draw on the server's stdout
+                if budget <= 0:
+                    raise TraceTooLarge(f"{name}: its traces pass the {limits.max_trace_bytes / 1e6:,.0f} MB limit "
+                                        f"together, uncompressed")
+                tr = load(path, max_bytes=budget, con=con, name=member, tmp_dir=str(tmp))
+                budget -= tr.size_bytes
+                traces.append(tr)
+            order = ranked([(member, tr.meta) for (_, member), tr in zip(members, traces)])
+            if multi:
+                ranks = [(r, traces[i]) for i, r in order]
+                analysis = reading_ranks(ranks)
+            else:
+                analysis = reading(traces[0])
+            for tr in traces:
+                sql.prepare(tr)
+            body_gz = timeline([(r, tr) for r, tr in ranks] if multi else traces[0], name)
+            for con in cons:
+                con.execute("CHECKPOINT")
         except TraceImportError:
             raise
         except Exception as e:  # the read, the tables or the timeline choked on what this file holds
@@ -291,11 +342,21 @@ def build(body: str, root: str, uid: str, name: str, limits: ImportLimits, timel
             reason = (str(e).splitlines() or [""])[0][:200]
             raise TraceImportError(f"{name} could not be read ({type(e).__name__}: {reason})") from None
         finally:
-            con.close()
+            for con in cons:
+                con.close()
         shutil.rmtree(tmp / "spill", ignore_errors=True)
+        shutil.rmtree(tmp / "members", ignore_errors=True)
+        meta = {"name": name, "events": sum(tr.events for tr in traces),
+                "size_bytes": sum(os.path.getsize(p) for p, _ in bodies)}
+        if multi:
+            # the first rank's database is the one the SQL console opens
+            os.rename(tmp / f"events-{order[0][0]}.duckdb", tmp / DATABASE)
+            dbs = {order[0][0]: DATABASE}
+            meta["ranks"] = [{"rank": r, "name": members[i][1], "events": traces[i].events,
+                              "database": dbs.get(i, f"events-{i}.duckdb")} for i, r in order]
         _write(tmp / READ, orjson.dumps(analysis, default=float,
                                         option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY))
-        _write(tmp / META, orjson.dumps({"name": name, "events": tr.events, "size_bytes": os.path.getsize(body)}))
+        _write(tmp / META, orjson.dumps(meta))
         _write(tmp / TIMELINE, body_gz)
         try:
             os.rename(tmp, final)
@@ -304,6 +365,176 @@ def build(body: str, root: str, uid: str, name: str, limits: ImportLimits, timel
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # nothing left after a successful rename
+
+
+def ranked(traces: list[tuple[str, dict]]) -> list[tuple[int, int]]:
+    """(index, rank) of each (name, top-level keys) in rank order. A rank is the trace's
+    distributedInfo.rank where it is a number, else the file name's `rank<N>`, else the next
+    rank no other file claims, files in name order. Two files of one rank are refused."""
+    claimed: dict[int, int] = {}
+    for i, (member, meta) in enumerate(traces):
+        info = meta.get("distributedInfo")
+        r = info.get("rank") if isinstance(info, dict) else None
+        if not (isinstance(r, int) and not isinstance(r, bool) and 0 <= r < 2**31):
+            m = _RANK_IN_NAME.search(member.rsplit("/", 1)[-1])
+            r = int(m.group(1)) if m else None
+        if r is None:
+            continue
+        if r in claimed:
+            raise TraceImportError(f"two traces are rank {r} ({traces[claimed[r]][0]} and {member}): "
+                                   f"send one trace per rank")
+        claimed[r] = i
+    out, free = {i: r for r, i in claimed.items()}, 0
+    for i in sorted((i for i in range(len(traces)) if i not in out), key=lambda i: traces[i][0]):
+        while free in claimed:
+            free += 1
+        out[i], claimed[free] = free, i
+    return sorted(out.items(), key=lambda ir: ir[1])
+
+
+def _is_trace_name(member: str) -> bool:
+    base = member.rsplit("/", 1)[-1].lower()
+    return (base.endswith((".json", ".json.gz")) and not base.startswith((".", "._"))
+            and not member.startswith("__MACOSX/"))
+
+
+def _safe_member(archive: str, member: str) -> str:
+    """A member's name as shown; refused when it climbs out of the archive (never used as a
+    path here: members are written under numbered names, but such an archive is not a trace
+    directory and may be an attack on tools that do)."""
+    parts = member.replace("\\", "/").split("/")
+    if member.startswith(("/", "\\")) or ".." in parts or (len(member) > 1 and member[1] == ":"):
+        raise TraceImportError(f"{archive}: member {member[:80]!r} points outside the archive; refused")
+    return clean_name(member)
+
+
+class _Bounded:
+    """A read-only stream that counts what it gives and stops past `max_bytes`: an archive
+    is refused as it expands, never after."""
+
+    def __init__(self, raw, max_bytes: int, name: str):
+        self.raw, self.max_bytes, self.name, self.total = raw, max_bytes, name, 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.raw.read(_CHUNK_BYTES if n is None or n < 0 else min(n, _CHUNK_BYTES) or n)
+        self.total += len(data)
+        if self.total > self.max_bytes:
+            raise TraceTooLarge(f"{self.name} expands past the {self.max_bytes / 1e6:,.0f} MB limit when extracted")
+        return data
+
+
+def _copy(src, dst_path: Path, budget: list[int], archive: str) -> None:
+    """A member's bytes to `dst_path` a chunk at a time, `budget[0]` bytes left in all."""
+    with open(dst_path, "wb") as out:
+        while chunk := src.read(_CHUNK_BYTES):
+            budget[0] -= len(chunk)
+            if budget[0] < 0:
+                raise TraceTooLarge(f"{archive} expands past its limit when extracted")
+            out.write(chunk)
+
+
+def _archive_kind(path: str) -> str | None:
+    """"zip", "tar" or "tar.gz" by content (names lie), None for anything else (a trace)."""
+    with open(path, "rb") as fh:
+        head = fh.read(512)
+    if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
+        return "zip"
+    if head[257:262] == b"ustar":
+        return "tar"
+    if head[:2] == b"\x1f\x8b":
+        try:
+            with gzip.open(path, "rb") as gz:
+                inner = gz.read(512)
+        except (OSError, EOFError, zlib.error):  # a broken gzip: the importer names what is wrong
+            return None
+        if inner[257:262] == b"ustar":
+            return "tar.gz"
+    return None
+
+
+def expand(bodies: list[tuple[str, str]], out_dir: Path, max_bytes: int) -> list[tuple[str, str]]:
+    """The trace files of an upload as (path, name): each file sent, with a .zip or
+    .tar(.gz) replaced by its trace members (*.json, *.json.gz; anything else skipped).
+    Members go to numbered files in `out_dir`, all within `max_bytes` extracted, at most
+    MAX_ARCHIVE_MEMBERS entries read per archive and MAX_RANKS traces in all."""
+    out: list[tuple[str, str]] = []
+    budget = [max_bytes]
+    for path, name in bodies:
+        kind = _archive_kind(path)
+        if kind is None:
+            out.append((path, name))
+        else:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            found = _extract(path, name, kind, out_dir, budget, len(out))
+            if not found:
+                raise TraceImportError(f"{name} holds no trace: no *.json or *.json.gz file in the {kind} archive")
+            out += found
+        if len(out) > MAX_RANKS:
+            raise TraceImportError(f"{name}: over {MAX_RANKS} trace files in one upload")
+    return out
+
+
+def _extract(path: str, name: str, kind: str, out_dir: Path, budget: list[int], before: int) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+
+    def take(member: str, src) -> None:
+        if len(found) + before >= MAX_RANKS:
+            raise TraceImportError(f"{name}: over {MAX_RANKS} trace files in one upload")
+        dst = out_dir / f"member-{before + len(found)}"
+        _copy(src, dst, budget, name)
+        found.append((str(dst), member))
+
+    try:
+        if kind == "zip":
+            with zipfile.ZipFile(path) as z:
+                infos = z.infolist()
+                if len(infos) > MAX_ARCHIVE_MEMBERS:
+                    raise TraceImportError(f"{name} lists {len(infos):,} entries, over the {MAX_ARCHIVE_MEMBERS:,} "
+                                           f"an upload may hold")
+                for info in infos:
+                    member = _safe_member(name, info.filename)
+                    if info.is_dir() or not _is_trace_name(info.filename):
+                        continue
+                    with z.open(info) as src:  # decompressed as read: _copy's budget stops a bomb
+                        take(member, src)
+        else:
+            with open(path, "rb") as raw:
+                stream = gzip.GzipFile(fileobj=raw) if kind == "tar.gz" else raw
+                # every byte the tar stream expands to (headers, skipped members) counts
+                bounded = _Bounded(stream, budget[0] + 64 * 2**20, name)
+                with tarfile.open(fileobj=bounded, mode="r|") as t:
+                    for n, info in enumerate(t):
+                        if n >= MAX_ARCHIVE_MEMBERS:
+                            raise TraceImportError(f"{name} lists over {MAX_ARCHIVE_MEMBERS:,} entries, more than an "
+                                                   f"upload may hold")
+                        member = _safe_member(name, info.name)
+                        if not info.isreg() or not _is_trace_name(info.name):  # links, devices, directories
+                            continue
+                        take(member, t.extractfile(info))
+    except TraceImportError:
+        raise
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, zlib.error, NotImplementedError,
+            RuntimeError) as e:
+        reason = (str(e).splitlines() or [""])[0][:120] or type(e).__name__
+        raise TraceImportError(f"{name} is not a readable {kind} archive ({reason})") from None
+    return found
+
+
+def reading_ranks(ranks: list[tuple[int, ImportedTrace]]) -> dict:
+    """Several ranks' page: the first rank's read and HTA figures (as one rank's), plus
+    `ranks`: who is who, each one's compute per step, the spread and the late arrivals."""
+    multi = read.read_ranks([tr for _, tr in ranks], ids=[r for r, _ in ranks])
+    out = dict(multi["ranks"][0])
+    out.pop("metrics", None)
+    out["hta"] = hta.figures(ranks[0][1])
+    out["ranks"] = {
+        "ids": multi["rank_ids"], "names": [tr.source for _, tr in ranks],
+        "events": [tr.events for _, tr in ranks],
+        "step_ms": [r["steps"]["period_ms"] for r in multi["ranks"]],
+        "compute_ms": multi["rank_compute_ms"], "max_over_median": multi["max_over_median"],
+        "straggler_rank": multi["straggler_rank"], "late_arrivals": multi["late_arrivals"][:50],
+    }
+    return out
 
 
 def reading(tr: ImportedTrace) -> dict:
@@ -344,9 +575,10 @@ class Importer:
         if waiting >= self.max_queued:
             raise ImportsBusy(f"{len(self._in_flight)} uploads are being read already; try again in a minute")
 
-    async def run(self, store: Store, body: Path, uid: str, name: str, limits: ImportLimits,
-                  timeline: TimelineBuilder, budget_bytes: int) -> None:
-        """Import `body` as `uid` unless the store has it, then keep the store in budget."""
+    async def run(self, store: Store, body: Path | str | list[tuple[str, str]], uid: str, name: str,
+                  limits: ImportLimits, timeline: TimelineBuilder, budget_bytes: int) -> None:
+        """Import `body` (a path, or several (path, name) pairs) as `uid` unless the store has
+        it, then keep the store in budget."""
         if store.exists(uid):
             return
         fut = self._in_flight.get(uid)
@@ -357,7 +589,8 @@ class Importer:
                                                  initializer=_background)
             pool = self._pool
             fut = asyncio.get_running_loop().run_in_executor(
-                pool, build, str(body), str(store.root), uid, name, limits, timeline)
+                pool, build, body if isinstance(body, list) else str(body), str(store.root), uid, name, limits,
+                timeline)
             self._in_flight[uid] = fut
             fut.add_done_callback(lambda f: self._done(uid, f, pool))
         try:

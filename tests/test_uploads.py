@@ -387,3 +387,241 @@ def test_a_parse_in_progress_does_not_hold_other_requests(tmp_path, monkeypatch)
     assert busy[0] == 503 and "try again" in busy[1]["error"] and int(busy[2]["retry-after"]) > 0
     print(f"245k-event upload imported in {took_s:.1f} s; GET /index.json meanwhile: "
           f"{', '.join(f'{x * 1e3:.0f}' for x in latencies_s)} ms")
+
+
+FIXTURES = Path("/work/shared/fixtures/kineto")
+needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"the real torch.profiler traces are not at {FIXTURES}")
+
+
+@needs_fixtures
+@pytest.mark.parametrize("name", ["sampled_rank-0.json.gz", "sampled_rank-1.json.gz"])
+def test_a_deep_gpu_queue_is_not_called_launch_bound(name):
+    """These real ranks have wide gaps (idle ~80%) but an ~18 ms launch delay against
+    ~0.2 ms kernels: each kernel waits behind ~90 others, the GPU is the bottleneck."""
+    from app.analysis import read, text
+
+    r = read.read(importer.load(FIXTURES / name))
+    ln = r["launch"]
+    assert ln["launch_delay_us"] > 15_000 and ln["mean_gap_us"] > ln["mean_kernel_us"]  # the old rule's trap
+    assert ln["launch_bound"] is False and ln["queue_deep"] is True
+    assert "not launch-bound" in text.render(r) and "GPU-bound" in text.render(r)
+
+
+@pytest.mark.parametrize("scenario,seed,bound", [
+    ("launch-bound", "canonical", True), ("launch-bound", 9, True), ("launch-bound", 13, True),
+    ("ddp", "canonical", False), ("ddp", 1, False)])
+def test_generated_instances_keep_their_launch_bound_verdict(scenario, seed, bound):
+    from app.analysis import read
+
+    r = read.read(importer.load(kineto.dumps(scenarios.get(scenario).instance(seed).trace(0)).encode()))
+    assert r["launch"]["launch_bound"] is bound
+    if bound:  # launch delays of the order of a kernel, the queue drained
+        assert r["launch"]["launch_delay_us"] < read.MAX_LAUNCH_DELAY_KERNELS * r["launch"]["mean_kernel_us"]
+
+
+def _tracks(client, uid: str) -> list[dict]:
+    tl = client.get(f"/api/traces/{uid}/timeline.bin", headers={"Accept-Encoding": "identity"})
+    return json.loads(tl.content[4:4 + int.from_bytes(tl.content[:4], "little")])["tracks"]
+
+
+def test_negative_huge_and_text_tids_are_named_as_perfetto_names_threads(apps):
+    """Kineto cuts a 64-bit system tid to int32 (-549452224); such a thread is "thread N"
+    with a small N, or its thread_name; its CUDA API row says so too."""
+    def ev(tid, ts, cat="cpu_op", name="aten::mm", **args):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 7, "tid": tid, "ts": ts, "dur": 2, "args": args}
+    doc = {"traceEvents": [
+        ev(-549452224, 1), ev(-549452224, 4, "cuda_runtime", "cudaLaunchKernel", correlation=1),
+        ev(2**40, 10), ev(2**40, 13, "cuda_runtime", "cudaLaunchKernel", correlation=2),
+        ev(-7, 20), ev("PyTorch Profiler", 30, "user_annotation", "step"),
+        {"ph": "M", "name": "thread_name", "pid": 7, "tid": -7, "args": {"name": "pt_main_thread"}},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 6, "dur": 1, "args": {"stream": 7, "correlation": 1}}]}
+    r = _post(apps[0], "tids.json", json.dumps(doc).encode())
+    assert r.status_code == 200, r.text
+    labels = [t["label"] for t in _tracks(apps[0], r.json()["id"]) if not t["gpu"]]
+    assert not [x for x in labels if "549452224" in x or str(2**40) in x], labels
+    assert {"thread 1", "thread 2", "CUDA API · thread 1", "CUDA API · thread 2", "main thread",
+            "PyTorch Profiler"} <= set(labels), labels
+
+
+# --- several ranks in one upload: several files, a .zip or a .tar.gz of a trace directory ---
+
+import io  # noqa: E402
+import tarfile  # noqa: E402
+import zipfile  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def straggler_ranks() -> dict[int, bytes]:
+    """Three ranks of a generated straggler instance (rank 3 is the slow one), gzipped, with
+    torch.profiler's file names, which carry no rank: distributedInfo.rank names them."""
+    inst = scenarios.get("straggler").instance("canonical", {"steps": "3"})
+    assert inst.key["params"]["straggler_rank"] == 3
+    return {r: gzip.compress(kineto.dumps(inst.trace(r), inst.trace_name(r)).encode(), 1) for r in (3, 0, 1)}
+
+
+def _post_many(client, files: list[tuple[str, bytes]], url="/api/traces"):
+    return client.post(url, files=[("trace", (n, c, "application/octet-stream")) for n, c in files])
+
+
+def _zip(members: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for n, c in members.items():
+            z.writestr(n, c)
+    return buf.getvalue()
+
+
+def _targz(members: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as t:
+        for n, c in members.items():
+            info = tarfile.TarInfo(n)
+            info.size = len(c)
+            t.addfile(info, io.BytesIO(c))
+    return buf.getvalue()
+
+
+def _header(client, uid: str) -> dict:
+    tl = client.get(f"/api/traces/{uid}/timeline.bin", headers={"Accept-Encoding": "identity"})
+    return json.loads(tl.content[4:4 + int.from_bytes(tl.content[:4], "little")])
+
+
+@pytest.fixture(scope="module")
+def multi_upload(apps, straggler_ranks) -> dict:
+    files = [(f"host_{1000 + r}.pt.trace.json.gz", c) for r, c in straggler_ranks.items()]
+    r = _post_many(apps[0], files)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_several_files_are_one_upload_of_ranks_on_one_clock(apps, multi_upload, straggler_ranks):
+    a, b = apps
+    up = multi_upload
+    assert up["ranks"]["ids"] == [0, 1, 3]  # distributedInfo.rank, in rank order, whatever order sent
+    assert up["ranks"]["straggler_rank"] == 3 and max(up["ranks"]["compute_ms"]) == up["ranks"]["compute_ms"][2]
+    head = _header(b, up["id"])
+    groups = list(dict.fromkeys(t["group"] for t in head["tracks"]))
+    assert [g.split(" · ")[0] for g in groups] == ["rank 0", "rank 0", "rank 1", "rank 1", "rank 3", "rank 3"], groups
+    assert head["count"] > 3 * 10_000 and head["steps"]
+    # a slice of rank 3 (the stack's third) answers with rank 3's own event
+    q = b.post(f"/api/traces/{up['id']}/sql", json={"query": "SELECT count(*) FROM slice"}).json()["rows"][0][0]
+    assert q < head["count"]  # the console reads the first rank's events
+    ev = b.get(f"/api/traces/{up['id']}/slices/{2 * 10**9 + 5}")
+    assert ev.status_code == 200 and ev.json()["ph"]
+    assert b.get(f"/api/traces/{up['id']}/slices/{3 * 10**9 + 5}").status_code == 404
+    page = b.get(f"/traces/{up['id']}")
+    assert page.status_code == 200 and "rank 3" in page.text
+    # the same files in another order are the same upload
+    again = _post_many(a, [(f"host_{1000 + r}.pt.trace.json.gz", c) for r, c in sorted(straggler_ranks.items())])
+    assert again.json()["id"] == up["id"]
+
+
+def test_a_zip_and_a_tar_gz_of_a_trace_directory_read_as_those_ranks(apps, straggler_ranks, multi_upload):
+    members = {f"log/host_{1000 + r}.pt.trace.json.gz": c for r, c in straggler_ranks.items()}
+    members["log/notes.txt"] = b"not a trace"
+    for name, body in (("traces.zip", _zip(members)), ("traces.tar.gz", _targz(members))):
+        r = _post(apps[1], name, body)
+        assert r.status_code == 200, r.text
+        assert r.json()["ranks"] == multi_upload["ranks"], name
+
+
+def test_ranks_come_from_file_names_then_order_when_traces_do_not_say(apps, ddp_json):
+    doc = json.loads(ddp_json)
+    doc.pop("distributedInfo", None)
+    plain = json.dumps(doc).encode()
+    r = _post(apps[0], "dir.zip", _zip({"worker_rank2.json": plain, "b.json": plain + b" ", "a.json": plain + b"  "}))
+    assert r.status_code == 200, r.text
+    assert r.json()["ranks"]["ids"] == [0, 1, 2] and r.json()["ranks"]["names"] == ["a.json", "b.json", "worker_rank2.json"]
+    dup = _post(apps[0], "dup.zip", _zip({"rank1.json": plain, "x/rank1.json": plain}))
+    assert dup.status_code == 400 and "two traces are rank 1" in dup.json()["error"]
+
+
+def _refused(client, name, body, status, needle):
+    r = _post(client, name, body)
+    assert r.status_code == status and needle in r.json()["error"], r.text
+    assert "\n" not in r.json()["error"] and len(r.json()["error"]) < 300
+
+
+def test_archives_that_climb_out_hold_nothing_or_too_much_are_refused(apps, settings, ddp_json):
+    a, _ = apps
+    _refused(a, "evil.zip", _zip({"../../etc/rank0.json": ddp_json}), 400, "points outside the archive")
+    _refused(a, "evil.tar.gz", _targz({"/abs/rank0.json": ddp_json}), 400, "points outside the archive")
+    _refused(a, "empty.zip", _zip({"README.md": b"hi"}), 400, "holds no trace")
+    _refused(a, "empty.tar.gz", _targz({"README.md": b"hi"}), 400, "holds no trace")
+    _refused(a, "many.zip", _zip({f"r{i}.json": b"{}" for i in range(uploads.MAX_RANKS + 1)}), 400,
+             f"over {uploads.MAX_RANKS} trace files")
+    _refused(a, "entries.zip", _zip({f"f{i}.txt": b"" for i in range(uploads.MAX_ARCHIVE_MEMBERS + 1)}), 400, "entries")
+    _refused(a, "cut.tar.gz", _targz({"rank0.json": ddp_json})[:-200], 400, "not a readable tar.gz archive")
+    _refused(a, "cut.zip", _zip({"rank0.json": ddp_json})[:-30], 400, "not a readable zip archive")
+
+
+@pytest.mark.timed
+def test_an_archive_bomb_stops_at_the_limit_quickly(apps, settings):
+    """1 GB of zeros in a ~1 MB zip and tar.gz, against a 50 MB limit: refused as it expands."""
+    settings.max_trace_bytes = 50 * 2**20
+    zeros = b"{" + bytes(2**30)
+    for name, body in (("bomb.zip", _zip({"rank0.json": zeros})), ("bomb.tar.gz", _targz({"rank0.json": zeros}))):
+        assert len(body) < 6e6
+        t0 = time.perf_counter()
+        _refused(apps[0], name, body, 413, "expands past")
+        assert time.perf_counter() - t0 < 5
+
+
+# --- errors on the upload page, the same reason as the JSON twin ---
+
+@pytest.mark.parametrize("name,body,needle", [
+    ("notes.txt", b"hello", "is not JSON"),
+    ("list.json", b"[1, 2]", "is not JSON"),
+    ("meta.json", b'{"schemaVersion": 1}', "traceEvents"),
+    ("cut.json.gz", gzip.compress(b'{"traceEvents": []}' * 1000)[:-40], "truncated gzip"),
+    ("empty.zip", _zip({"README.md": b"hi"}), "holds no trace"),
+])
+def test_a_bad_file_gets_a_readable_page_and_the_twin_the_same_json(apps, name, body, needle):
+    a, _ = apps
+    api = _post(a, name, body)
+    assert api.status_code == 400 and needle in api.json()["error"], api.text
+    page = a.post("/upload", files={"trace": (name, body, "application/octet-stream")})
+    assert page.status_code == 400 and page.headers["content-type"].startswith("text/html")
+    assert 'role="alert"' in page.text and api.json()["error"] in page.text.replace("&#39;", "'").replace("&#34;", '"')
+    assert page.text.lstrip().startswith("<!doctype html>") and 'id="upload-form"' in page.text
+
+
+def test_ranks_written_relative_and_absolute_share_one_clock(apps, straggler_ranks):
+    """Kineto 2024+ writes ts relative to baseTimeNanoseconds, older files epoch µs: a rank
+    of each, sent together, are placed as the same two ranks written alike."""
+    rel1 = gzip.decompress(straggler_ranks[1])
+    doc = json.loads(rel1)
+    base_us = doc["baseTimeNanoseconds"] / 1e3  # kept: a file may carry it beside epoch µs
+    for ev in doc["traceEvents"]:
+        if isinstance(ev.get("ts"), (int, float)):
+            ev["ts"] = round(ev["ts"] + base_us, 3)
+    absolute1 = json.dumps(doc, indent=1).encode()
+    alike = _post_many(apps[0], [("a.json.gz", straggler_ranks[0]), ("b.json.gz", straggler_ranks[1])])
+    mixed = _post_many(apps[0], [("a.json.gz", straggler_ranks[0]), ("b.json", absolute1)])
+    assert alike.status_code == 200 and mixed.status_code == 200, mixed.text
+    h1, h2 = _header(apps[1], alike.json()["id"]), _header(apps[1], mixed.json()["id"])
+    assert h1["t0_ns"] > 1.6e18 and abs(h1["t0_ns"] - h2["t0_ns"]) < 2_000  # epoch ns, within float µs rounding
+    assert h1["steps"] == h2["steps"] and h1["count"] == h2["count"]
+    first1, first2 = _rank_start_ns(apps[1], alike.json()["id"], "rank 1"), _rank_start_ns(apps[1], mixed.json()["id"], "rank 1")
+    assert first1 > 0 and abs(first1 - first2) < 2_000
+
+
+def _rank_start_ns(client, uid: str, rank: str) -> float:
+    """The first slice of a rank's tracks, ns after the timeline's t0."""
+    import numpy as np
+
+    body = client.get(f"/api/traces/{uid}/timeline.bin", headers={"Accept-Encoding": "identity"}).content
+    n = int.from_bytes(body[:4], "little")
+    head, data = json.loads(body[4:4 + n]), body[4 + n + (-(4 + n)) % 8:]
+    cols = {c["name"]: np.frombuffer(data, c["dtype"], c["length"], c["offset"]) for c in head["columns"]}
+    ours = [t["id"] for t in head["tracks"] if t["group"].startswith(rank + " · ")]
+    return float(cols["ts"][np.isin(cols["track"], ours)].min())
+
+
+def test_one_bad_rank_among_several_is_named_and_too_many_files_refused(apps, ddp_json):
+    r = _post_many(apps[0], [("rank0.json", ddp_json), ("rank1.json", b"oops")])
+    assert r.status_code == 400 and r.json()["error"].startswith("rank1.json is not JSON"), r.text
+    r = _post_many(apps[0], [(f"r{i}.json", b"{}") for i in range(uploads.MAX_RANKS + 1)])
+    assert r.status_code == 400 and f"over {uploads.MAX_RANKS} trace files" in r.json()["error"]
+    page = _post_many(apps[0], [("rank0.json", ddp_json), ("rank1.json", b"oops")], url="/upload")
+    assert page.status_code == 400 and "rank1.json is not JSON" in page.text and 'role="alert"' in page.text

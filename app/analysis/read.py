@@ -18,6 +18,11 @@ from app.trace import intervals
 from app.trace.importer import ImportedTrace
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+# A launch-bound GPU drains its queue: each kernel starts about as soon as its launch returns,
+# so the launch delay is of the order of a kernel (generated launch-bound instances: 0.4-3.5x
+# the mean kernel). A delay of many kernels means the queue is deep, i.e. the GPU is the
+# bottleneck, however large the gaps look (a real trace: 18 ms delay, 0.2 ms kernels, 92x).
+MAX_LAUNCH_DELAY_KERNELS = 5
 NCCL = re.compile(r"^nccl")  # ncclKernel_* (NCCL <= 2.18) and ncclDevKernel_* (2.19+)
 
 
@@ -188,11 +193,16 @@ def read(tr: ImportedTrace) -> dict:
     out["kernels"] = kernel_summary(g)
     mean_kernel = mean(kern_us) if kern_us else 0.0
     mean_gap = mean(gap_us) if gap_us else 0.0
+    delay_us = launch_delay_us(tr, g, on_comp & is_kernel)
+    gappy = bool(mean_gap > mean_kernel and idle_pct is not None and idle_pct > 50)
+    # Without launch/kernel correlation the delay is unknown and the gaps alone decide.
+    queue_deep = delay_us is not None and delay_us > MAX_LAUNCH_DELAY_KERNELS * mean_kernel
     out["launch"] = {
         "kernels_per_step": round(mean(s["kernels"] for s in per_step), 2),
         "mean_kernel_us": round(mean_kernel, 3), "mean_gap_us": round(mean_gap, 3),
-        "launch_delay_us": launch_delay_us(tr, g, on_comp & is_kernel),
-        "launch_bound": bool(mean_gap > mean_kernel and idle_pct is not None and idle_pct > 50),
+        "launch_delay_us": delay_us,
+        "launch_bound": gappy and not queue_deep,
+        "queue_deep": bool(queue_deep),
     }
     out["metrics"] = {
         "steps": len(st), "step_ms": out["steps"]["period_ms"] or 0.0,
@@ -268,9 +278,10 @@ def busy_meanwhile(tr: ImportedTrace, g: dict, lo: float, hi: float) -> dict:
     return {"window_ms": round((hi - lo) / 1e3, 3), "cpu": cpu, "gpu_streams_ms": streams}
 
 
-def read_ranks(traces: list[ImportedTrace]) -> dict:
+def read_ranks(traces: list[ImportedTrace], ids: list[int] | None = None) -> dict:
     """Several ranks: each read, per-rank compute per step, its spread, and who arrives
-    last at each collective (the k-th NCCL kernel of every rank is one collective)."""
+    last at each collective (the k-th NCCL kernel of every rank is one collective).
+    `ids` names the ranks when the caller knows them (an upload's file names)."""
     reads = [read(t) for t in traces]
     compute = [r["metrics"].get("compute_busy_ms", 0.0) for r in reads]
     med = statistics.median(compute)
@@ -287,7 +298,8 @@ def read_ranks(traces: list[ImportedTrace]) -> dict:
     # Name ranks as the files do (distributedInfo.rank), else by their order; the file is
     # the uploader's, so its rank is taken only where it is a number.
     info = [t.meta.get("distributedInfo") for t in traces]
-    ids = [d["rank"] if isinstance(d, dict) and isinstance(d.get("rank"), int) else i for i, d in enumerate(info)]
+    ids = list(ids) if ids is not None else [
+        d["rank"] if isinstance(d, dict) and isinstance(d.get("rank"), int) else i for i, d in enumerate(info)]
     for x in late:
         x["last_rank"] = ids[x["last_rank"]]
     lasts = [x["last_rank"] for x in late]

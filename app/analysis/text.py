@@ -49,9 +49,23 @@ def render(r: dict, hta: dict | None = None) -> str:
                      f"{t['instances']:,} instances, avg {t['avg_us']:,.1f} µs; top family {k['top_family']} "
                      f"{_pct(k['top_family_pct'])}.")
     ln = r["launch"]
-    verdict = "launch-bound: the gaps between kernels outweigh the kernels" if ln["launch_bound"] else "not launch-bound"
+    if ln["launch_bound"]:
+        verdict = "launch-bound: the gaps between kernels outweigh the kernels"
+    elif ln.get("queue_deep"):
+        verdict = (f"not launch-bound: kernels start {ln['launch_delay_us'] / ln['mean_kernel_us']:,.0f}x a kernel's time "
+                   f"after their launch, so the GPU's queue is deep (GPU-bound)") if ln["mean_kernel_us"] else (
+                   "not launch-bound: the GPU's queue is deep")
+    else:
+        verdict = "not launch-bound"
     lines.append(f"5. Launches: {ln['kernels_per_step']:,.0f} kernels per step, mean {ln['mean_kernel_us']:,.1f} µs, "
                  f"mean gap {ln['mean_gap_us']:,.1f} µs, launch delay {ln['launch_delay_us']} µs; {verdict}.")
+    rk = r.get("ranks")
+    if rk:  # several ranks uploaded: the figures above are the first rank's
+        per = ", ".join(f"rank {i} {c:,.2f}" for i, c in zip(rk["ids"], rk["compute_ms"]))
+        spread = f"max/median {rk['max_over_median']:.2f}" if rk["max_over_median"] else "no spread"
+        lines.append(f"6. Ranks: {len(rk['ids'])} on one clock; the figures above are rank {rk['ids'][0]}'s. "
+                     f"Compute per step (ms): {per}; {spread}; rank {rk['straggler_rank']} arrives last at most "
+                     f"collectives.")
     if hta:
         lines.append(f"HTA: idle {hta['idle_time_pctg']}%, compute {hta['compute_time_pctg']}%, non-compute "
                      f"{hta['non_compute_time_pctg']}% of {hta['kernel_time_us']:,.0f} µs; comm/compute overlap "

@@ -81,6 +81,7 @@ class ImportedTrace:
     source: str
     fast_path: bool
     float_ts: bool = False  # some ts written as a float (Kineto 2024+, or float absolute µs)
+    size_bytes: int = 0  # the document uncompressed (what several ranks' budget adds up)
     cache: dict = field(default_factory=dict)  # derived tables analyses share (app.analysis.hta)
 
     @property
@@ -222,6 +223,7 @@ def load(source: str | Path | bytes, *, max_bytes: int = DEFAULT_MAX_BYTES,
                 con.execute("DROP TABLE IF EXISTS raw_events")
         if not used_fast:
             meta = _load_slow(con, view, name, tmp_dir)
+        size_bytes = len(view)
     if not isinstance(meta, dict):
         raise TraceImportError(f"{name} is JSON but not a trace object")
     _normalize(con)
@@ -232,7 +234,8 @@ def load(source: str | Path | bytes, *, max_bytes: int = DEFAULT_MAX_BYTES,
     if missing[0]:
         raise TraceImportError(f"{name}: {missing[0]:,} events have no ts (first: {missing[1]!r})")
     float_ts = bool(con.execute("SELECT bool_or(ts_float) FROM events").fetchone()[0])
-    return ImportedTrace(con=con, meta=meta, events=n, source=name, fast_path=used_fast, float_ts=float_ts)
+    return ImportedTrace(con=con, meta=meta, events=n, source=name, fast_path=used_fast, float_ts=float_ts,
+                         size_bytes=size_bytes)
 
 
 def _split_events(doc: bytes | mmap.mmap) -> tuple[bytes, tuple[int, int]] | None:

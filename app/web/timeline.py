@@ -103,7 +103,13 @@ def from_import(tr) -> Slices:
     gpu, api = key_gpu[k], key_api[k]
     ts = rows["ts"].astype(np.float64) * 1e3
     t0 = float(ts.min()) if len(ts) else 0.0
-    thread_name = {(code[p], tid_code[t]): t for p, t, _, _ in keys}  # the tid's own text, unless named
+    # A tid that is no small thread number (Kineto writes a 64-bit system tid cut to int32,
+    # so it can be negative, or text) is named as Perfetto names an anonymous thread: "thread
+    # N", N small and stable (the order of such tids), unless thread_name metadata names it.
+    odd = sorted({t for _, t, _, _ in keys if tid_code[t] >= TEXT_TID and _numeric(t)}, key=lambda t: tid_code[t])
+    odd_n = {t: i + 1 for i, t in enumerate(odd)}
+    thread_name = {(code[p], tid_code[t]): (f"thread {odd_n[t]}" if t in odd_n else t)
+                   for p, t, _, _ in keys}
     plabel: dict[int, str] = {}
     pname: dict[int, str] = {}
     for kind, p, t, n, labels in con.execute("""
@@ -127,9 +133,10 @@ def from_import(tr) -> Slices:
                   process_label=labels, thread_name=thread_name)
 
 
-def stack(ranks: list[Slices]) -> Slices:
+def stack(ranks: list[Slices], rank_ids: list[int] | None = None) -> Slices:
     """Several ranks' slices on one clock, each rank's processes labelled and ordered
-    "rank R · host" then "rank R · GPU", rank by rank (the straggler view)."""
+    "rank R · host" then "rank R · GPU", rank by rank (the straggler view). R is the rank's
+    position unless `rank_ids` names them (an upload of ranks 4-7)."""
     names: dict[str, int] = {}
     cats: dict[str, int] = {}
     parts, labels, order, thread_name = [], {}, {}, {}
@@ -142,7 +149,7 @@ def stack(ranks: list[Slices]) -> Slices:
         remap = {int(p): base + i for i, p in enumerate(pids)}
         for p, code in remap.items():
             on_gpu = bool(r.gpu[r.pid == p].any())
-            labels[code] = f"rank {k} · " + (r.process_label.get(p, f"GPU {p}") if on_gpu else "host")
+            labels[code] = f"rank {rank_ids[k] if rank_ids else k} · " + (r.process_label.get(p, f"GPU {p}") if on_gpu else "host")
             order[code] = (k, on_gpu, code)
         pid = base + np.searchsorted(pids, r.pid).astype(np.int64)
         parts.append((r, name_map[r.name], cat_map[r.cat], pid, r.ts_ns + (r.t0_ns - t0), r.source + k * RANK_STRIDE))
@@ -169,6 +176,11 @@ def _num(s: str) -> tuple[int, int | str]:
     """Sort key: numbers by value, then text ("stream 7" in legacy files keeps its number)."""
     m = re.fullmatch(r"(?:stream )?(\d+)", s)
     return (0, int(m.group(1))) if m else (1, s)
+
+
+def _numeric(s: str) -> bool:
+    """A tid written as a number, however large or negative (not a name like "PyTorch Profiler")."""
+    return re.fullmatch(r"-?\d+", s.strip()) is not None
 
 
 def _paired(corr, gpu: np.ndarray, api: np.ndarray) -> np.ndarray:
@@ -220,8 +232,8 @@ def _thread_label(name: str, tid: int) -> str:
         return f"dataloader worker {m.group(1)}"
     if re.match(r"pt_autograd_\d+$", n):
         return f"autograd (backward) · {tid}"
-    if tid >= TEXT_TID:  # a text tid ("PyTorch Profiler") is its own name
-        return n
+    if tid >= TEXT_TID:  # a text tid ("PyTorch Profiler"), or "thread N" for an odd number, is its own name
+        return {"pt_main_thread": "main thread"}.get(n, n)
     if n == str(tid) or not n:
         return f"thread {tid}"
     return {"pt_main_thread": "main thread"}.get(n, n) + f" · {tid}"

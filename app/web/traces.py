@@ -27,6 +27,9 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 RETRY_AFTER_S = 30  # an import of a large trace takes tens of seconds
 FORM_OVERHEAD_BYTES = 64 * 2**10  # multipart boundaries and part headers around the file
 MAX_QUERY_CHARS = 100_000
+# A relative ts (from a quarter-floored baseTimeNanoseconds) stays under ~8e12 µs; absolute
+# epoch µs are past 1.6e15. Between them lies the line (1e14 µs, as ns).
+RELATIVE_TS_MAX_NS = 10**17
 _IMPORTER: uploads.Importer | None = None  # this process's import pool; touched on the event loop only
 
 
@@ -46,23 +49,48 @@ def _importer(settings: Settings) -> uploads.Importer:
     return _IMPORTER
 
 
-def _timeline_gz(tr: ImportedTrace, title: str) -> bytes:
+def _timeline_gz(tr: ImportedTrace | list[tuple[int, ImportedTrace]], title: str) -> bytes:
     """The viewer's columns for an upload, gzip level 1 (app/web/instances.py's timeline_response
-    serves them); runs in the import process."""
+    serves them); runs in the import process. Several (rank, trace) pairs are stacked on one
+    clock as a generated multi-rank instance's are, each rank's rows labelled with its rank;
+    the steps marked are the first rank's."""
     from app.web import timeline
 
+    if isinstance(tr, list):
+        parts, shifts = [], []
+        for _, t in tr:
+            s = timeline.from_import(t)
+            # relative files (Kineto 2024+) count ts from their baseTimeNanoseconds: back to the
+            # epoch, so that ranks written either way share one clock
+            base = t.base_time_ns if isinstance(t.base_time_ns, int) and not isinstance(t.base_time_ns, bool) else 0
+            shift = base if 0 < base < 2**62 and s.t0_ns < RELATIVE_TS_MAX_NS else 0
+            s.t0_ns += shift
+            parts.append(s)
+            shifts.append(shift)
+        slices = timeline.stack(parts, rank_ids=[r for r, _ in tr])
+        base_ns = shifts[0]
+        steps, _ = read.steps(tr[0][1])
+        return gzip.compress(timeline.encode(slices, title, [(a * 1e3 + base_ns, b * 1e3 + base_ns) for a, b in steps]),
+                             compresslevel=1)
     steps, _ = read.steps(tr)
     return gzip.compress(timeline.encode(timeline.from_import(tr), title, [(a * 1e3, b * 1e3) for a, b in steps]),
                          compresslevel=1)
 
 
-class _TracePart:
-    """python-multipart callbacks that send the form's `trace` file to `incoming` as it
-    arrives and ignore any other field."""
+class _TraceParts:
+    """python-multipart callbacks that send each of the form's `trace` files to its own
+    `Incoming` file as it arrives (all of them within one size limit) and ignore any other
+    field."""
 
-    def __init__(self, incoming: uploads.Incoming):
-        self.incoming, self.name, self.files = incoming, None, 0
+    def __init__(self, root: Path, max_bytes: int):
+        self.root, self.max_bytes = root, max_bytes
+        self.files: list[tuple[str, uploads.Incoming]] = []
+        self.total_bytes = 0
         self._field, self._value, self._headers, self._ours = b"", b"", {}, False
+
+    @property
+    def name(self) -> str | None:
+        return self.files[-1][0] if self.files else None
 
     def callbacks(self) -> dict:
         return {"on_part_begin": self._begin, "on_header_field": self._header_field,
@@ -86,14 +114,21 @@ class _TracePart:
         _, params = parse_options_header(self._headers.get(b"content-disposition", b""))
         self._ours = params.get(b"name") == b"trace"
         if self._ours:
-            self.files += 1
-            if self.files > 1:
-                raise HTTPException(400, "one trace per upload: the form has more than one 'trace' file")
-            self.name = uploads.clean_name(params.get(b"filename", b"").decode("utf-8", "replace"))
+            if len(self.files) >= uploads.MAX_RANKS:
+                raise HTTPException(400, f"over {uploads.MAX_RANKS} trace files in one upload")
+            name = uploads.clean_name(params.get(b"filename", b"").decode("utf-8", "replace"))
+            self.files.append((name, uploads.Incoming(self.root, self.max_bytes)))
 
     def _data(self, data: bytes, start: int, end: int) -> None:
         if self._ours:
-            self.incoming.write(data[start:end])
+            self.total_bytes += end - start
+            if self.total_bytes > self.max_bytes:
+                raise uploads.UploadTooLarge(f"over the {self.max_bytes / 2**20:,.0f} MiB upload limit")
+            self.files[-1][1].write(data[start:end])
+
+    def close(self) -> None:
+        for _, incoming in self.files:
+            incoming.__exit__()
 
 
 async def _receive(request: Request, settings: Settings) -> str:
@@ -110,9 +145,9 @@ async def _receive(request: Request, settings: Settings) -> str:
         raise HTTPException(413, f"the upload is {int(sent) / 2**20:,.0f} MiB, over the {limit_mib:,.0f} MiB "
                                  f"upload limit")
     store = _store(request, settings)
-    with uploads.Incoming(store.root, settings.max_upload_bytes) as incoming:
-        part = _TracePart(incoming)
-        parser = MultipartParser(params[b"boundary"], part.callbacks())
+    parts = _TraceParts(store.root, settings.max_upload_bytes)
+    try:
+        parser = MultipartParser(params[b"boundary"], parts.callbacks())
         received = 0
         try:
             async for chunk in request.stream():
@@ -122,23 +157,36 @@ async def _receive(request: Request, settings: Settings) -> str:
                 parser.write(chunk)
             parser.finalize()
         except uploads.UploadTooLarge as e:
-            raise HTTPException(413, f"{part.name or 'the upload'} is {e}") from None
+            what = parts.name if len(parts.files) == 1 else f"{len(parts.files)} files" if parts.files else None
+            raise HTTPException(413, f"{what or 'the upload'} is {e}") from None
         except MultipartParseError:
             raise HTTPException(400, "the form is not valid multipart/form-data") from None
-        if part.name is None:
+        if not parts.files:
             raise HTTPException(400, "no trace in the form: send the file in a field named 'trace'")
-        uid = incoming.finish()
-        if incoming.size_bytes == 0:
-            raise HTTPException(400, "the upload is empty: choose a torch.profiler trace (.json or .json.gz)")
+        digests = [(name, incoming.finish()) for name, incoming in parts.files]
+        for (name, incoming) in parts.files:
+            if incoming.size_bytes == 0:
+                what = "the upload is empty" if len(parts.files) == 1 else f"{name} is empty"
+                raise HTTPException(400, f"{what}: choose a torch.profiler trace (.json or .json.gz), "
+                                         f"several, or a .zip or .tar.gz of them")
+        if len(digests) == 1:
+            uid, title = digests[0][1], digests[0][0]
+            body: str | list = str(parts.files[0][1].path)
+        else:
+            names = ", ".join(sorted(n for n, _ in digests))
+            uid = uploads.multi_id(digests)
+            title = f"{len(digests)} traces: " + (names if len(names) <= 120 else names[:119] + "…")
+            body = [(str(incoming.path), name) for name, incoming in parts.files]
         limits = uploads.ImportLimits(settings.max_trace_bytes, settings.import_duckdb_threads,
                                       settings.import_memory_limit_mb)
         try:
-            await importer.run(store, incoming.path, uid, part.name, limits, _timeline_gz,
-                               settings.max_upload_store_bytes)
+            await importer.run(store, body, uid, title, limits, _timeline_gz, settings.max_upload_store_bytes)
         except TraceImportError as e:
             raise HTTPException(413 if isinstance(e, TraceTooLarge) else 400, str(e)) from None
         except uploads.ImportCrashed as e:
             raise HTTPException(503, str(e)) from None
+    finally:
+        parts.close()
     return uid
 
 
@@ -158,21 +206,34 @@ def _found() -> Iterator[None]:
         raise HTTPException(404, str(e)) from None
 
 
-@router.get("/upload", include_in_schema=False)
-def upload_page(request: Request):
+def _upload_page(request: Request, error: str | None = None, status_code: int = 200, headers=None):
     from app.web.templates import templates
 
-    return templates.TemplateResponse(request, "upload.html", {})
+    return templates.TemplateResponse(request, "upload.html", {"error": error}, status_code=status_code,
+                                      headers=headers)
+
+
+@router.get("/upload", include_in_schema=False)
+def upload_page(request: Request):
+    return _upload_page(request)
 
 
 @router.post("/upload", include_in_schema=False)
 async def upload_form(request: Request, settings: SettingsDep):
-    return RedirectResponse(f"/traces/{await _upload(request, settings)}", 303)
+    """The form's upload: the trace's page, or the upload page again with the one-line
+    reason and the same status the JSON twin (POST /api/traces) answers with."""
+    try:
+        uid = await _upload(request, settings)
+    except HTTPException as e:
+        return _upload_page(request, str(e.detail), e.status_code, e.headers)
+    return RedirectResponse(f"/traces/{uid}", 303)
 
 
 @router.post("/api/traces")
 async def upload_api(request: Request, settings: SettingsDep):
-    """A trace as multipart/form-data, field `trace` (.json or .json.gz): its id, URL and read."""
+    """A trace as multipart/form-data, field `trace` (.json or .json.gz): its id, URL and read.
+    Several `trace` files, or one .zip / .tar.gz of a trace directory, are one multi-rank
+    upload (the read gains `ranks`)."""
     uid = await _upload(request, settings)
     with _found():
         return {"id": uid, "url": f"/traces/{uid}", **_store(request, settings).get(uid).read}
@@ -227,8 +288,13 @@ def trace_timeline(tid: str, request: Request, settings: SettingsDep):
 def trace_slice(tid: str, src: int, request: Request, settings: SettingsDep):
     """One event of the upload as its file has it, by the viewer's `src` id (events.idx).
     Encoded by orjson, not FastAPI's recursive encoder: args may nest deep."""
+    from app.web import timeline
+
+    store = _store(request, settings)
     with _found():
-        event = _store(request, settings).event(tid, src, settings.sql_memory_limit_mb)
+        # several ranks are stacked: the viewer's id carries the rank's position (timeline.stack)
+        pos, idx = timeline.source_ref(src) if store.get(tid).ranks and src >= 0 else (0, src)
+        event = store.event(tid, idx, settings.sql_memory_limit_mb, rank_pos=pos)
     if event is None:
         raise HTTPException(404, f"no event {src} in this trace")
     return Response(orjson.dumps(event), media_type="application/json")
