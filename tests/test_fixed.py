@@ -4,6 +4,8 @@ scenario's version builds no such trace."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import scenarios
@@ -55,3 +57,21 @@ def test_the_explorer_shows_before_and_after(tmp_path_factory):
         assert client.get("/scenarios/launch-bound/canonical?fixed=yes").status_code == 400
         no = client.get("/scenarios/ddp/canonical?fixed=1&version=1")
         assert no.status_code == 400 and "no build with its fix applied" in no.text
+
+
+@pytest.mark.parametrize("sid", list(scenarios.REGISTRY))
+def test_the_trace_after_the_fix_shows_its_steps(tmp_path_factory, sid):
+    """The viewer draws step bands and step names from the build's steps; four fixed builds
+    carried none, so the trace after the fix opened with no steps on the ruler. Where a build
+    does not list them, they are its ProfilerStep# spans, as the reference read finds them."""
+    from fastapi.testclient import TestClient
+
+    from tests.conftest import sqlite_app
+
+    with TestClient(sqlite_app(tmp_path_factory, f"fixed-steps-{sid}")) as client:
+        body = client.get(f"/api/scenarios/{sid}/canonical/timeline.bin?fixed=1").content
+    n = int.from_bytes(body[:4], "little")
+    steps = json.loads(body[4:4 + n])["steps"]
+    assert len(steps) >= 2
+    assert all(0 <= s["start_ns"] < s["end_ns"] for s in steps)
+    assert all(a["end_ns"] <= b["start_ns"] for a, b in zip(steps, steps[1:]))

@@ -100,6 +100,13 @@ class Trace:
                 self.corr, self.nbytes, self.extra, *((self.cfg,) if self.cfg is not None else ()))
         return sum(c.nbytes for c in cols) + 200 * (len(self.extras) + len(self.instants))
 
+    def profiler_steps_ns(self) -> list[tuple[int, int]]:
+        """The host's ProfilerStep# spans (start, end) in ns, in time order: the steps as
+        torch.profiler marks them (its GPU-side copies left out)."""
+        ids = [i for i, n in enumerate(self.names) if n.startswith("ProfilerStep#")]
+        rows = np.flatnonzero(np.isin(self.name, ids) & (self.kind == Kind.CPU))
+        return [(int(self.ts_ns[r]), int(self.ts_ns[r] + self.dur_ns[r])) for r in rows]
+
     def event_count(self) -> int:
         """Events the Kineto export writes: metadata, flows, and the profiler's own
         "Iteration Start" instant and "PyTorch Profiler (0)" span included."""

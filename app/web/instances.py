@@ -128,6 +128,8 @@ def _bodies() -> ByteLRU:
 def timeline_body(inst: Instance, rank: int | str, title: str) -> bytes:
     def build():
         steps = [(st["start_us"] * 1e3, st["end_us"] * 1e3) for st in inst.artifacts.get("steps", [])]
+        if not steps:  # a build that lists none (the fixed builds): the steps its trace marks
+            steps = inst.trace(0 if rank == "all" else rank).profiler_steps_ns()
         if rank == "all":
             slices = timeline.stack([timeline.from_trace(inst.trace(r)) for r in range(inst.ranks)])
         else:
