@@ -306,8 +306,8 @@ def run_ranks(*, gpu: physics.Gpu, specs_f: list, specs_b: list, shape: dict, n_
     kernels are spread by; `fwd_ns[r, k]` and `bwd_ns[r, k]`, their total time in step k;
     `start0[r]`, when its first step starts. `fused_optimizer`: AdamW(fused=True) as
     multi_tensor_apply launches it over each rank's shards (training.fused_adamw; the float
-    functor: FSDP steps fp32 shards); else training.optimizer's four launches (straggler 2). Every other draw comes from streams seeded by
-    `emit_seed` and the rank. Returns the traces and what the key reads back from them: step
+    functor: FSDP steps fp32 shards); else training.optimizer's four launches (straggler 2).
+    Every other draw comes from streams seeded by `emit_seed` and the rank. Returns the traces and what the key reads back from them: step
     starts, per step and rank the kernel busy time, NCCL kernel time, compute idle on
     collectives, forward and backward spans, optimizer span, and the wire time per step."""
     world, steps = fwd_ns.shape
