@@ -166,8 +166,14 @@ def test_the_upload_page_shows_a_real_trace(page, server):
     assert ev["ph"] == "X" and "name" in ev
 
 
-def test_straggler_stacks_every_rank_and_charts_the_per_rank_run(page, server):
+def test_straggler_opens_on_the_briefs_rank_and_stacks_every_rank_on_request(page, server):
+    """The brief hands over rank 0's trace: the viewer opens on it alone (stacked, the slow rank
+    showed before the read began), and stacks every rank, each row named by its rank, on request."""
     open_viewer(page, server, "/scenarios/straggler/canonical")
+    groups = page.evaluate("window.timelineTest.view.data.tracks.map(t => t.group)")
+    assert groups and not any(g.startswith("rank ") for g in groups)
+    assert page.get_by_role("link", name="all ranks").count() == 1
+    open_viewer(page, server, "/scenarios/straggler/canonical?rank=all")
     labels = page.evaluate("window.timelineTest.view.data.tracks.map(t => t.group + ' / ' + t.label)")
     assert "rank 3 · GPU 3 / stream 7 · compute" in labels
     assert any(t.startswith("rank 7 · GPU 7 / stream ") and t.endswith(" · NCCL") for t in labels)  # 40, 52 or 84

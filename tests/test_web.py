@@ -208,6 +208,8 @@ def test_surprise_me_is_a_practice_round_now(client):
 
 def test_stacked_ranks(client):
     page = client.get("/scenarios/straggler/canonical.json").json()
+    assert page["rank"] == 0, "a multi-rank case opens on the brief's rank, not every rank stacked"
+    page = client.get("/scenarios/straggler/canonical.json?rank=all").json()
     assert page["rank"] == "all" and page["timeline_url"].endswith("rank=all")
     assert client.get("/scenarios/straggler/canonical.json?rank=3").json()["rank"] == 3
     assert client.get("/scenarios/ddp/canonical.json?rank=all").status_code == 400  # one rank only

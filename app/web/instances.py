@@ -68,8 +68,10 @@ def explorer_urls(sid: str, seed: str, params: list[tuple[str, str]]) -> Urls:
 
 def parse_rank(raw: str | None, ranks: int) -> int | str:
     """A rank in range written in ASCII digits, or "all" (every rank stacked) on a
-    multi-rank instance; a multi-rank case opens stacked (the straggler is a comparison)."""
-    raw = raw if raw is not None else ("all" if ranks > 1 else "0")
+    multi-rank instance. Every case opens on rank 0, the rank its brief hands over ("Here is
+    rank 0's trace"): opening the straggler with every rank stacked showed the slow rank before
+    the read began (issue 14); the other ranks and the stack are one link away."""
+    raw = raw if raw is not None else "0"
     if raw == "all" and ranks > 1:
         return "all"
     if raw.isascii() and raw.isdigit() and len(raw) < 6 and int(raw) < ranks:
