@@ -24,11 +24,16 @@ from app.scoring.score import score
 from bench.corpus import instance_of
 
 CORPORA = Path(__file__).resolve().parent.parent / "tests" / "corpus"
+# Corpora written after the stored model and not yet fitted on: blind10 measured the model as
+# it stood (its test part, once: issue 12's closing note of 2026-12-02). Its development part
+# joins the fit, with a refit and a fresh look at its figures, in the next change that moves
+# the model.
+NOT_FITTED = frozenset({"blind10"})
 
 
 def development_reads() -> dict[str, list[dict]]:
     return {d.name: [json.loads(line) for line in (d / "dev.jsonl").read_text().splitlines() if line.strip()]
-            for d in sorted(CORPORA.iterdir()) if (d / "dev.jsonl").exists()}
+            for d in sorted(CORPORA.iterdir()) if (d / "dev.jsonl").exists() and d.name not in NOT_FITTED}
 
 
 def featurise(reads: list[dict]) -> list[dict]:
