@@ -107,3 +107,19 @@ def test_a_practice_round_on_a_multi_rank_case_opens_on_the_briefs_rank_and_swit
     assert inst.key["root_cause"] not in html
     assert _header(client, client.get(f"/practice/{aid}.json?rank=all").json()["timeline_url"])["ranks"] == \
         list(range(inst.ranks))
+
+
+def test_an_uploaded_rank_says_which_it_is_and_a_rocm_upload_gets_htas_block(client):
+    """One uploaded file draws its distributedInfo.rank; the MI250-shaped trace (tests/rocm_trace.py)
+    gets HTA's block, not None of 0 µs."""
+    from tests import rocm_trace
+    from tests.test_rocm_hta import HTA_TEMPORAL
+
+    doc = rocm_trace.trace()
+    doc["distributedInfo"]["rank"] = 5
+    r = client.post("/api/traces", files={"trace": ("mi250.json", json.dumps(doc).encode())})
+    assert r.status_code == 200, r.text
+    up = r.json()
+    assert _header(client, f"/api/traces/{up['id']}/timeline.bin")["ranks"] == [5]
+    block = up["hta"]
+    assert {k: block[k] for k in HTA_TEMPORAL} == HTA_TEMPORAL
