@@ -9,6 +9,7 @@ Kineto top-level metadata every trace carries.
 
 from __future__ import annotations
 
+import re
 import zlib
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -351,6 +352,14 @@ class Instance:
     def ranks(self) -> int:
         return self.built.ranks
 
+    @property
+    def brief_rank(self) -> int:
+        """The rank whose trace the brief hands over ("Here is rank 0's trace"): the one a
+        multi-rank case opens on, so the other ranks are a step the candidate takes. The
+        brief says it; a brief that names no rank in range hands over rank 0."""
+        m = BRIEF_RANK.search(self.key.get("brief", ""))
+        return int(m.group(1)) if m and int(m.group(1)) < self.ranks else 0
+
     def trace(self, rank: int = 0) -> Trace:
         if not 0 <= rank < self.ranks:
             raise InstanceError(f"rank {rank} is outside this instance's {self.ranks} exported "
@@ -372,6 +381,10 @@ class Instance:
         host_pid = next((p[0] for p in t.processes if p[2] == "CPU"), t.processes[0][0] if t.processes else 0)
         start_ms = (t.base_time_ns + (int(t.ts_ns[0]) if len(t) else 0)) // 10**6
         return f"./log/gpu-node-{rank // 8:02d}_{host_pid}.{start_ms}.pt.trace.json"
+
+
+# "Here is rank 3's trace", "rank 3's profile": the rank a brief hands over
+BRIEF_RANK = re.compile(r"\brank (\d{1,5})'s (?:trace|profile)\b", re.I)
 
 
 # -- the answer key (contract 3) ------------------------------------------------

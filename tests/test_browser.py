@@ -175,8 +175,8 @@ def test_straggler_opens_on_the_briefs_rank_and_stacks_every_rank_on_request(pag
     assert page.get_by_role("link", name="all ranks").count() == 1
     open_viewer(page, server, "/scenarios/straggler/canonical?rank=all")
     labels = page.evaluate("window.timelineTest.view.data.tracks.map(t => t.group + ' / ' + t.label)")
-    assert "rank 3 · GPU 3 / stream 7 · compute" in labels
-    assert any(t.startswith("rank 7 · GPU 7 / stream ") and t.endswith(" · NCCL") for t in labels)  # 40, 52 or 84
+    assert "rank 3 · GPU 3 / rank 3 · stream 7 · compute" in labels  # the row names its rank, not only its group
+    assert any(t.startswith("rank 7 · GPU 7 / rank 7 · stream ") and t.endswith(" · NCCL") for t in labels)  # 40, 52 or 84
     page.select_option("#tool-select", label=next(o for o in page.locator("#tool-select option").all_inner_texts()
                                                   if o.startswith("per-rank")))
     page.get_by_role("button", name="Run").click()

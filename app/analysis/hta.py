@@ -5,7 +5,12 @@ What HTA does before measuring (hta/common/trace_parser.py, hta/common/trace.py)
 - when the file writes ts as floats, rounds each event inward to whole µs: ts up,
   end = ts + dur down;
 - a GPU kernel is an event with args.stream >= 0 and args.correlation >= 0 (memcpy,
-  memset and cuda_sync rows included); everything else is a CPU event;
+  memset and cuda_sync rows included); everything else is a CPU event. The stream is
+  Python's int() of the value, -1 where that fails (hta/utils/utils.py,
+  normalize_gpu_stream_numbers): so a ROCm trace's hipLaunchKernel, whose args write the
+  HIP stream as a pointer in text ("stream": "0x0"), is a CPU event, the launch of its
+  kernel. (DuckDB's cast reads "0x0" as 0: the launches became GPU kernels, no kernel kept
+  a launch before the last step, and the block read None of 0 µs.);
 - with two or more ProfilerStep names, drops the last step: only GPU kernels whose
   correlation matches a CPU event that starts before the last ProfilerStep# start count.
 
@@ -31,6 +36,17 @@ COMM_RE = "^nccl.*Kernel"
 NOT_COMPUTE_RE = "^(nccl.*Kernel|.*Memcpy|Memset|.*Sync)"
 
 
+# args.stream as Python's int() reads it: a JSON number (truncated), or text of decimal
+# digits with an optional sign and surrounding blanks; NULL (HTA's -1) for anything else,
+# "0x0" and "7.0" included.
+STREAM_SQL = """CASE json_type(args, '$.stream')
+    WHEN 'BIGINT' THEN TRY_CAST(args ->> 'stream' AS BIGINT)
+    WHEN 'UBIGINT' THEN TRY_CAST(args ->> 'stream' AS BIGINT)
+    WHEN 'DOUBLE' THEN TRY_CAST(trunc(TRY_CAST(args ->> 'stream' AS DOUBLE)) AS BIGINT)
+    WHEN 'BOOLEAN' THEN CASE WHEN args ->> 'stream' = 'true' THEN 1 ELSE 0 END
+    WHEN 'VARCHAR' THEN TRY_CAST(regexp_extract(args ->> 'stream', '^\\s*([+-]?[0-9]+)\\s*$', 1) AS BIGINT)
+END"""
+
 KERNEL_CATS = ("kernel", "gpu_memset", "gpu_memcpy")  # the importer maps the 2021 names onto these
 KERNEL_WAIT_US = 30  # HTA's consecutive_kernel_delay default: shorter gaps are launch overhead
 
@@ -45,7 +61,7 @@ def gpu_rows(tr: ImportedTrace) -> dict[str, np.ndarray]:
     res = tr.con.execute(f"""
         WITH ev AS (
             SELECT name, cat, ts, ts + dur AS te,
-                   COALESCE(TRY_CAST(args ->> 'stream' AS BIGINT), -1) AS stream,
+                   COALESCE({STREAM_SQL}, -1) AS stream,
                    COALESCE(TRY_CAST(args ->> 'correlation' AS BIGINT), -1) AS corr
             FROM events WHERE dur IS NOT NULL AND cat IS NOT NULL AND cat <> 'Trace' AND ts IS NOT NULL
         ), rounded AS (

@@ -66,12 +66,12 @@ def explorer_urls(sid: str, seed: str, params: list[tuple[str, str]]) -> Urls:
     return Urls(f"/api/scenarios/{sid}/{seed}", f"/scenarios/{sid}/{seed}", urlencode(params))
 
 
-def parse_rank(raw: str | None, ranks: int) -> int | str:
+def parse_rank(raw: str | None, ranks: int, default: int = 0) -> int | str:
     """A rank in range written in ASCII digits, or "all" (every rank stacked) on a
-    multi-rank instance. Every case opens on rank 0, the rank its brief hands over ("Here is
-    rank 0's trace"): opening the straggler with every rank stacked showed the slow rank before
-    the read began (issue 14); the other ranks and the stack are one link away."""
-    raw = raw if raw is not None else "0"
+    multi-rank instance. A page opens on `default`, the rank its brief hands over
+    (`Instance.brief_rank`): opening the straggler with every rank stacked showed the slow
+    rank before the read began (issue 14); the other ranks and the stack are one switch away."""
+    raw = raw if raw is not None else str(default)
     if raw == "all" and ranks > 1:
         return "all"
     if raw.isascii() and raw.isdigit() and len(raw) < 6 and int(raw) < ranks:
@@ -87,10 +87,10 @@ def viewer_context(inst: Instance, urls: Urls, rank: str | None) -> dict:
     that names the scenario or seed beyond what `urls` already say."""
     from app import tools
 
-    r = parse_rank(rank, inst.ranks)
+    r = parse_rank(rank, inst.ranks, inst.brief_rank)
     amp = urls.q(first=False)
     return {
-        "rank": r, "ranks": inst.ranks, "brief": inst.key["brief"],
+        "rank": r, "ranks": inst.ranks, "brief_rank": inst.brief_rank, "brief": inst.key["brief"],
         "timeline_url": f"{urls.data}/timeline.bin?rank={r}{amp}",
         "slice_url": f"{urls.data}/slices/{{src}}?rank={r}{amp}",
         "trace_urls": [f"{urls.files}/trace.json?rank={k}{amp}" for k in range(inst.ranks)],
@@ -136,6 +136,7 @@ def timeline_body(inst: Instance, rank: int | str, title: str) -> bytes:
             slices = timeline.stack([timeline.from_trace(inst.trace(r)) for r in range(inst.ranks)])
         else:
             slices = timeline.from_trace(inst.trace(rank))
+            slices.ranks = [rank]
         return inst, gzip.compress(timeline.encode(slices, title, steps), compresslevel=1)
 
     return http(lambda: _bodies().get((id(inst), rank), build))[1]

@@ -45,6 +45,8 @@ class Slices:
     process_label: dict[int, str] = field(default_factory=dict)
     thread_name: dict[tuple[int, int], str] = field(default_factory=dict)
     process_order: dict[int, tuple] = field(default_factory=dict)  # pid -> sort key; default host, then GPUs
+    ranks: list[int] = field(default_factory=lambda: [0])  # the ranks drawn, in stacking order
+    process_rank: dict[int, int] = field(default_factory=dict)  # stacked ranks: pid -> its rank
 
 
 def from_trace(t: Trace) -> Slices:
@@ -139,7 +141,8 @@ def stack(ranks: list[Slices], rank_ids: list[int] | None = None) -> Slices:
     position unless `rank_ids` names them (an upload of ranks 4-7)."""
     names: dict[str, int] = {}
     cats: dict[str, int] = {}
-    parts, labels, order, thread_name = [], {}, {}, {}
+    parts, labels, order, thread_name, process_rank = [], {}, {}, {}, {}
+    ids = list(rank_ids) if rank_ids else list(range(len(ranks)))
     t0 = min(r.t0_ns for r in ranks)
     for k, r in enumerate(ranks):
         name_map = np.array([names.setdefault(n, len(names)) for n in r.names], np.int32)
@@ -149,8 +152,9 @@ def stack(ranks: list[Slices], rank_ids: list[int] | None = None) -> Slices:
         remap = {int(p): base + i for i, p in enumerate(pids)}
         for p, code in remap.items():
             on_gpu = bool(r.gpu[r.pid == p].any())
-            labels[code] = f"rank {rank_ids[k] if rank_ids else k} · " + (r.process_label.get(p, f"GPU {p}") if on_gpu else "host")
+            labels[code] = f"rank {ids[k]} · " + (r.process_label.get(p, f"GPU {p}") if on_gpu else "host")
             order[code] = (k, on_gpu, code)
+            process_rank[code] = ids[k]
         pid = base + np.searchsorted(pids, r.pid).astype(np.int64)
         parts.append((r, name_map[r.name], cat_map[r.cat], pid, r.ts_ns + (r.t0_ns - t0), r.source + k * RANK_STRIDE))
         thread_name.update({(remap[p], t): n for (p, t), n in r.thread_name.items() if p in remap})
@@ -163,7 +167,8 @@ def stack(ranks: list[Slices], rank_ids: list[int] | None = None) -> Slices:
                   dur_ns=np.concatenate([x[0].dur_ns for x in parts]),
                   corr=np.concatenate([x[0].corr for x in parts]),
                   gpu=np.concatenate([x[0].gpu for x in parts]), api=np.concatenate([x[0].api for x in parts]),
-                  t0_ns=t0, source=cat(5), process_label=labels, thread_name=thread_name, process_order=order)
+                  t0_ns=t0, source=cat(5), process_label=labels, thread_name=thread_name, process_order=order,
+                  ranks=ids, process_rank=process_rank)
 
 
 def source_ref(src: float) -> tuple[int, int]:
@@ -282,8 +287,12 @@ def tracks(s: Slices) -> tuple[list[dict], np.ndarray]:
             group = s.process_label.get(pid, "process")
             group = "Host process" if group == "CPU" else group if group.startswith("rank ") else f"Host: {group}"
         index[k] = len(out)
-        out.append({"id": len(out), "group": group, "label": label, "gpu": gpu,
-                    "role": roles.get((pid, tid)) if gpu else ("api" if api else "thread")})
+        track = {"id": len(out), "group": group, "label": label, "gpu": gpu,
+                 "role": roles.get((pid, tid)) if gpu else ("api" if api else "thread")}
+        if pid in s.process_rank:  # stacked: the row says its rank even with its group folded or scrolled away
+            track["rank"] = s.process_rank[pid]
+            track["label"] = f"rank {track['rank']} · {label}"
+        out.append(track)
     uniq, inverse = np.unique(code, return_inverse=True)
     first = np.zeros(len(uniq), np.int64)
     first[inverse[::-1]] = np.arange(len(code))[::-1]  # a row of each code, to read its key
@@ -300,7 +309,8 @@ def encode(s: Slices, title: str, steps_ns: list[tuple[float, float]] | None = N
         "corr": s.corr[order], "cat": s.cat[order],
         "src": s.source[order],  # the row in its source, for a slice's args
     }
-    header = {"title": title, "t0_ns": s.t0_ns, "count": int(len(s.ts_ns)), "names": list(s.names),
+    header = {"title": title, "t0_ns": s.t0_ns, "count": int(len(s.ts_ns)), "ranks": list(s.ranks),
+              "names": list(s.names),
               "cats": list(s.cats), "tracks": track_list,
               "steps": [{"start_ns": a - s.t0_ns, "end_ns": b - s.t0_ns} for a, b in (steps_ns or [])],
               # stacked ranks open with their host threads folded: the GPUs are the comparison

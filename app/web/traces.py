@@ -73,8 +73,9 @@ def _timeline_gz(tr: ImportedTrace | list[tuple[int, ImportedTrace]], title: str
         return gzip.compress(timeline.encode(slices, title, [(a * 1e3 + base_ns, b * 1e3 + base_ns) for a, b in steps]),
                              compresslevel=1)
     steps, _ = read.steps(tr)
-    return gzip.compress(timeline.encode(timeline.from_import(tr), title, [(a * 1e3, b * 1e3) for a, b in steps]),
-                         compresslevel=1)
+    one = timeline.from_import(tr)
+    one.ranks = [uploads.ranked([("", tr.meta)])[0][1]]  # its distributedInfo.rank, else 0
+    return gzip.compress(timeline.encode(one, title, [(a * 1e3, b * 1e3) for a, b in steps]), compresslevel=1)
 
 
 class _TraceParts:

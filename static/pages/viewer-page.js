@@ -3,6 +3,7 @@
 // pages build on it.
 import { mount } from "/static/timeline/viewer.js";
 import { render } from "/static/charts/charts.js";
+import { enhanceSwitch, rankLinks } from "/static/timeline/ranks.js";
 
 const testing = new URLSearchParams(location.search).get("testing") === "1";
 
@@ -52,7 +53,13 @@ export function setupViewerPage(root, opts = {}) {
     const chart = root.querySelector("[data-tool-chart]");
     if (body.chart) render(chart, body.chart, chart.clientWidth || 380);
     else chart.replaceChildren();
+    out.parentElement.querySelector(".rank-links")?.remove();
+    if (body.chart && body.chart.x_label === "rank") {  // the per-rank measurement: each rank one click from its view
+      chart.after(rankLinks(body.chart, new URL(root.dataset.url, location.href).searchParams.get("rank")));
+    }
   });
+
+  enhanceSwitch(root);
 
   const viewsData = document.getElementById("views-data");
   if (viewsData) {

@@ -19,6 +19,7 @@ export function createPanels(el, data, view, sliceUrl, onSelect) {
     el.replaceChildren(table([
       ["Name", names[name[row]]], ["Category", PALETTE[categoryOf(data, row)][2]],
       ["Start", formatDuration(ts[row], 3)], ["Duration", formatDuration(dur[row], 3)],
+      ...(t.rank !== undefined ? [["Rank", String(t.rank)]] : []),
       [t.gpu ? "Stream" : "Thread", t.label], ["Process", t.group],
     ]));
     const p = view.partnerRow;

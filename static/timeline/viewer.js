@@ -326,6 +326,7 @@ export async function mount(root, url, opts = {}) {
     trackY: (label) => { const it = view.layout.items.find((i) => i.kind === "track" && data.tracks[i.track].label.startsWith(label)); return it ? it.y - view.scrollY + LAYOUT.trackPad / 2 + 2 : null; },
     xOf: (ns) => LAYOUT.labelW + view.scale.x(ns),
     steps: data.header.steps,
+    ranks: () => [...(data.header.ranks || [0])],  // the ranks drawn: the brief's one, or every rank stacked
     t0_ns: data.header.t0_ns,  // absolute trace time of 0: marks are stored absolute (µs), like the key's
     setMarks: (marks) => { view.marks = [...marks]; relayout(); redraw(); },  // the marks band's rows move the tracks
     // Show what another viewer of the same timeline shows (the console's mirror): its
