@@ -243,3 +243,36 @@ def test_mark_one_step_by_keyboard_only(page, server):
     t0_us = js(page, "t0_ns") / 1e3
     assert mark["start_us"] - t0_us == pytest.approx(s["ts"] / 1e3, abs=0.01)
     assert mark["end_us"] - mark["start_us"] == pytest.approx(s["dur"] / 1e3, abs=0.01)
+
+
+def test_a_candidates_note_in_a_live_round_reaches_the_console(browser, tmp_path):
+    import time
+
+    from tests.server import Server
+    from tests.test_live import add_user, staff_client
+
+    s = Server(tmp_path)
+    add_user(s, "iv@team.org", "interviewer")
+    s.start()
+    ctx = browser.new_context(viewport={"width": 1440, "height": 900})
+    try:
+        iv = staff_client(s.base, "iv@team.org")
+        made = iv.post("/api/rounds", json={"scenario": "ddp", "seed": "canonical", "candidate_name": "Ada"}).json()
+        pg = ctx.new_page()
+        open_viewer(pg, s.base, made["candidate_url"])
+        js(pg, "reveal('ncclDevKernel_AllReduce')")
+        pg.locator("canvas").focus()
+        pg.keyboard.press("Shift+M")
+        pg.keyboard.type("exposed all-reduce")
+        pg.keyboard.press("Enter")
+        deadline = time.monotonic() + 10
+        while True:
+            notes = [n for n in iv.get(f"/rounds/{made['id']}.json").json()["notes"] if n["actor"] == "candidate"]
+            if notes or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert [n["data"]["text"] for n in notes] == ["exposed all-reduce"]
+        assert "exposed all-reduce" in iv.get(f"/rounds/{made['id']}/parts/notes").text
+    finally:
+        ctx.close()
+        s.stop()

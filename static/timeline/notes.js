@@ -40,7 +40,7 @@ export function createNotes(el, { storageKey, onAdd, onReveal, onChange, returnF
     input.name = "text"; input.maxLength = MAX_NOTE_CHARS; input.autocomplete = "off";
     input.id = `note-text-${Math.random().toString(36).slice(2, 8)}`;
     label.htmlFor = input.id;
-    const ok = document.createElement("button"); ok.type = "submit"; ok.textContent = "Add note";
+    const ok = document.createElement("button"); ok.type = "submit"; ok.textContent = "Save note";  // not "Add note": the console has its own button by that name
     const cancel = document.createElement("button"); cancel.type = "button"; cancel.textContent = "Cancel";
     form.append(label, input, ok, cancel);
     list = document.createElement("ol");
