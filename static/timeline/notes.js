@@ -108,29 +108,45 @@ export function createNotes(el, { storageKey, onAdd, onReveal, onChange, returnF
   };
 }
 
-// Flags on the ruler's tick row, a line (a point) or a tint with edges (a span) down the tracks.
+export const NOTES_ROW_PX = 14;  // a row of its own under the ruler: a flag there hides no tick label
+
+// Each note a flag in the notes' row, named beside it where there is room; down the tracks a
+// dashed line (a point) or a tint between dashed edges (a span).
 export function paintNotes(ctx, view, notes) {
   if (!notes.length) return;
   const { scale, width, height } = view;
-  const x0 = LAYOUT.labelW, top = tracksTop(view), R = LAYOUT.tickRow;
+  const x0 = LAYOUT.labelW, top = tracksTop(view), y0 = top - NOTES_ROW_PX;
+  ctx.fillStyle = "#fff"; ctx.fillRect(0, y0, width, NOTES_ROW_PX);
+  ctx.fillStyle = "#57606a"; ctx.font = "10px system-ui, sans-serif";
+  ctx.fillText("notes", 14, y0 + NOTES_ROW_PX / 2);
   ctx.save();
-  ctx.beginPath(); ctx.rect(x0, 0, width - x0, height); ctx.clip();
-  for (const n of notes) {
-    const a = Math.round(x0 + scale.x(n.start_ns)) + 0.5;
+  ctx.beginPath(); ctx.rect(x0, y0, width - x0, height - y0); ctx.clip();
+  const xs = notes.map((n) => Math.round(x0 + scale.x(n.start_ns)) + 0.5);
+  const sorted = [...xs].sort((p, q) => p - q);
+  notes.forEach((n, i) => {
+    const a = xs[i];
     const b = n.end_ns == null ? a : Math.round(x0 + scale.x(n.end_ns)) - 0.5;
-    if (b < x0 - 10 || a > width + 10) continue;
-    ctx.strokeStyle = COLOR; ctx.fillStyle = COLOR;
+    if (b < x0 - 10 || a > width + 10) return;
+    ctx.strokeStyle = COLOR;
     if (n.end_ns != null) {
       ctx.fillStyle = TINT; ctx.fillRect(a, top, b - a, height - top);
-      ctx.fillStyle = COLOR; ctx.fillRect(a, 1, Math.max(1, b - a), 3);
+      ctx.fillStyle = TINT; ctx.fillRect(a, y0 + 2, Math.max(1, b - a), NOTES_ROW_PX - 4);
     }
     ctx.setLineDash([3, 3]);
     ctx.beginPath(); ctx.moveTo(a, top); ctx.lineTo(a, height);
     if (n.end_ns != null) { ctx.moveTo(b, top); ctx.lineTo(b, height); }
     ctx.stroke(); ctx.setLineDash([]);
-    // the flag: a pole through the tick row and a pennant
-    ctx.beginPath(); ctx.moveTo(a, 1); ctx.lineTo(a, R); ctx.stroke();
-    ctx.beginPath(); ctx.moveTo(a, 1); ctx.lineTo(a + 9, 4.5); ctx.lineTo(a, 8); ctx.closePath(); ctx.fill();
-  }
+    // the flag: a pole and a pennant
+    ctx.fillStyle = COLOR;
+    ctx.beginPath(); ctx.moveTo(a, y0 + 1); ctx.lineTo(a, y0 + NOTES_ROW_PX - 1); ctx.stroke();
+    ctx.beginPath(); ctx.moveTo(a, y0 + 1); ctx.lineTo(a + 8, y0 + 4.5); ctx.lineTo(a, y0 + 8); ctx.closePath(); ctx.fill();
+    // its text up to the next flag
+    const next = sorted.find((x) => x > a) ?? width;
+    const room = Math.min(next, width) - (a + 11) - 4;
+    let text = n.text;
+    if (room < 20) return;
+    while (text.length > 1 && ctx.measureText(text).width > room) text = text.slice(0, -2) + "…";
+    ctx.fillStyle = "#004d40"; ctx.fillText(text, a + 11, y0 + NOTES_ROW_PX / 2 + 0.5);
+  });
   ctx.restore();
 }

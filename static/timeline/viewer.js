@@ -8,7 +8,7 @@ import { LAYOUT, PALETTE, paint, tracksTop } from "./paint.js";
 import { createPanels } from "./panels.js";
 import { TimeScale } from "./timescale.js";
 import { heldZoomFactor } from "./motion.js";
-import { createNotes, paintNotes } from "./notes.js";
+import { NOTES_ROW_PX, createNotes, paintNotes } from "./notes.js";
 import { decodeState, encodeState, rowOfSrc, stateOf } from "./permalink.js";
 import { revealRow, revealSpan } from "./reveal.js";
 import { selectionKey } from "./selectionkeys.js";
@@ -157,9 +157,12 @@ export async function mount(root, url, opts = {}) {
     storageKey: opts.notesKey === undefined ? `tracedojo:notes:${location.pathname}${location.search.replace(/[?&]testing=1/, "")}` : opts.notesKey,
     onAdd: opts.onNote,
     onReveal: (n) => { revealSpan(view, n.start_ns, n.end_ns ?? n.start_ns); redraw(); },
-    onChange: () => redraw(),
+    onChange: () => { notesRow(); relayout(); redraw(); },
     returnFocus: () => canvas.focus({ preventScroll: true }),
   });
+  // the notes' row under the ruler is there while there are notes
+  const notesRow = () => { view.notesRowPx = notes.list().length ? NOTES_ROW_PX : 0; };
+  notesRow();
 
   function select(row, reveal) {
     view.selectedRow = row;
