@@ -92,7 +92,7 @@ def test_scrubbing_shows_the_narration_as_saved_then(played, reviewer_page):
     wait_until(page, "!window.tracedojoReview.playing()", 15000)
     assert page.locator("[data-skipped]").text_content().startswith("skipped")
     assert page.locator("[data-narration]").text_content() == saved[-1][1]
-    assert page.locator("[data-runs] li").count() == 1 and page.locator("[data-notes] li").count() == 1
+    assert page.locator("[data-runs] li").count() == 1 and page.locator("[data-round-notes] li").count() == 1
 
 
 def test_the_others_scorecards_appear_once_yours_is_in(reviewer_page):

@@ -53,7 +53,7 @@ def state_at(events: list[dict], at: str | datetime | None = None) -> dict:
         elif kind == "hint":
             st["hints"].append({"index": d.get("index"), "title": d.get("title"), "at": e["at"]})
         elif kind == "note":
-            st["notes"].append({"text": d.get("text"), "by": d.get("by"), "at": e["at"]})
+            st["notes"].append({"text": d.get("text"), "by": d.get("by") or e.get("actor"), "at": e["at"]})
         elif kind == "integrity":
             st["integrity"].append({**d, "at": e["at"]})
         elif kind == "viewport":

@@ -46,7 +46,7 @@ ACTORS = ("candidate", "interviewer", "system")
 # What the candidate's own stream carries: what the interviewer pushes to them.
 TO_CANDIDATE = frozenset({"hint", "phase", "lock", "end"})
 # What the candidate may post to /events beyond the dedicated writes.
-CANDIDATE_EVENT_KINDS = ("viewport", "selection", "integrity")
+CANDIDATE_EVENT_KINDS = ("viewport", "selection", "integrity", "note")  # note: the candidate's, on the timeline
 MAX_EVENTS = 100_000  # ~5 per second for 5 hours: a round's log past this is abuse
 MAX_RUNS = 500
 MAX_NOTE_CHARS = 4000

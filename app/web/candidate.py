@@ -159,7 +159,24 @@ class Integrity(BaseModel):
     t: FiniteFloat | None = None
 
 
-CandidateEvent = Annotated[Union[Viewport, Selection, Integrity], Field(discriminator="kind")]
+class Note(BaseModel):
+    """A note the candidate put on the timeline (Shift+M): a point, or a span with `end_ns`."""
+    kind: Literal["note"]
+    text: str = Field(min_length=1, max_length=500)
+    start_ns: FiniteFloat
+    end_ns: FiniteFloat | None = None
+    id: str | None = Field(default=None, max_length=40)
+    t: FiniteFloat | None = None
+
+    @field_validator("text")
+    @classmethod
+    def _some_text(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("a note needs some text")
+        return v.strip()
+
+
+CandidateEvent = Annotated[Union[Viewport, Selection, Integrity, Note], Field(discriminator="kind")]
 
 
 @router.put("/api/r/{token}/narration")
@@ -192,7 +209,8 @@ def post_run(token: str, body: Run, store: StoreDep):
 
 @router.post("/api/r/{token}/events", status_code=201)
 async def post_event(token: str, body: CandidateEvent = Body()):
-    """`{kind: viewport|selection|integrity, ...}`: the console mirrors it. Async, with no
+    """`{kind: viewport|selection|integrity|note, ...}`: the console mirrors it (a note joins
+    the interviewer's notes, by "candidate"). Async, with no
     sync dependency (FastAPI runs those in the thread pool): several a second per candidate."""
     data = body.model_dump(exclude={"kind"}, exclude_none=True)
     return {"id": await live.candidate_event_async(deps.store(), token, body.kind, data)}

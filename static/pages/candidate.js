@@ -56,6 +56,8 @@ const viewer = setupViewerPage(root, {
     },
   },
   onChange: (kind, data) => send(kind, data),
+  // a note joins the round's log at once (not throttled: each one is kept)
+  onNote: (n) => { if (!state.ended) api("/events", "POST", { kind: "note", ...n, t: Date.now() }).catch(() => {}); },
 });
 
 let currentMarks = () => page.marks || {};

@@ -125,7 +125,7 @@ function apply(e) {
       break;
     default: break;
   }
-  if (e.actor !== "candidate" || e.kind === "submit") refresh(e.kind);
+  if (e.actor !== "candidate" || e.kind === "submit" || e.kind === "note") refresh(e.kind);
   window.tracedojoConsole.lastEvent = e;
 }
 

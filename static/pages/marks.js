@@ -31,7 +31,7 @@ export function setupMarks(box, tl, marks, put, showError) {
   show();
   box.querySelectorAll("[data-mark]").forEach((b) => b.addEventListener("click", async () => {
     const span = selectionSpan(tl);
-    if (!span) { showError("Drag across the timeline to select an area first, then mark it."); return; }
+    if (!span) { showError("Select an area first (drag across the timeline, or R on a selected slice, or B and E), then mark it."); return; }
     try { marks = await put({ [b.dataset.mark]: span }); } catch { return; }
     showError("");
     show();

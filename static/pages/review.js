@@ -88,7 +88,7 @@ async function main() {
       return li;
     }));
     list("[data-hints]", st.hints, (h) => `${hhmmss(h.at)} ${h.title}`);
-    list("[data-notes]", st.notes, (n) => `${hhmmss(n.at)} ${n.text} (${(n.by || "").split("@")[0]})`);
+    list("[data-round-notes]", st.notes, (n) => `${hhmmss(n.at)} ${n.text} (${(n.by || "").split("@")[0]})`);
     list("[data-integrity]", st.integrity.slice(-50), (i) => `${hhmmss(i.at)} ${{ hidden: "tab hidden", visible: "tab shown again",
       paste: `pasted ${i.chars ?? "?"} characters`, blur: "window left", focus: "window back" }[i.what] || i.what}`);
     if (tl) {

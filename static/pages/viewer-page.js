@@ -69,7 +69,7 @@ export function setupViewerPage(root, opts = {}) {
     });
   }
 
-  return mount(root, root.dataset.url, { sliceUrl: root.dataset.sliceUrl, marks: opts.marks, onChange: opts.onChange }).then((api) => {
+  return mount(root, root.dataset.url, { sliceUrl: root.dataset.sliceUrl, marks: opts.marks, onChange: opts.onChange, onNote: opts.onNote }).then((api) => {
     if (testing) window.timelineTest = api;
     root.querySelector("canvas").focus({ preventScroll: true });
     return api;

@@ -30,8 +30,8 @@ export function bandHeight(marks) {
   const rows = marks.filter((m) => m.label).map((m) => m.row || 0);
   return rows.length ? (Math.max(...rows) + 1) * LAYOUT.bandRow + 2 : 0;
 }
-// Where the tracks start: under the ruler and the marks band.
-export const tracksTop = (view) => LAYOUT.ruler + bandHeight(view.marks);
+// Where the tracks start: under the ruler, the marks band and the notes' row (notes.js).
+export const tracksTop = (view) => LAYOUT.ruler + bandHeight(view.marks) + (view.notesRowPx || 0);
 
 export function categoryOf(data, row) {
   const cat = data.header.cats[data.cols.cat[row]];

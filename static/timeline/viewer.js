@@ -1,11 +1,17 @@
 // The viewer: state, layout, one requestAnimationFrame scheduler, and the interactions
 // Perfetto users' hands expect (W/S zoom, A/D pan, Ctrl+wheel, drag to select an area,
 // Shift+drag or the ruler to pan, click for details, / search, F focus, M mark, ? help).
+// Revealing a selection, the keyboard area, notes and permalinks: selectionkeys.js.
 
 import { load, partner } from "./data.js";
 import { LAYOUT, PALETTE, paint, tracksTop } from "./paint.js";
 import { createPanels } from "./panels.js";
 import { TimeScale } from "./timescale.js";
+import { heldZoomFactor } from "./motion.js";
+import { NOTES_ROW_PX, createNotes, paintNotes } from "./notes.js";
+import { decodeState, encodeState, rowOfSrc, stateOf } from "./permalink.js";
+import { revealRow, revealSpan } from "./reveal.js";
+import { selectionKey } from "./selectionkeys.js";
 
 export async function mount(root, url, opts = {}) {
   const canvas = root.querySelector("canvas");
@@ -65,6 +71,7 @@ export async function mount(root, url, opts = {}) {
   // --- scheduler: one rAF; anything that changes the picture calls redraw() ---
   let pending = false, idleWaiters = [];
   const held = new Set();
+  let zoomHeldAt = 0;  // when W or S went down: the held zoom speeds up (motion.js)
   function redraw() {
     if (!pending) { pending = true; requestAnimationFrame(frame); }
   }
@@ -76,7 +83,7 @@ export async function mount(root, url, opts = {}) {
     if (held.size) {
       const w = view.width - LAYOUT.labelW;
       const px = view.cursorX !== null ? view.cursorX - LAYOUT.labelW : w / 2;
-      const zoomRate = Math.pow(1.0045, dt);
+      const zoomRate = heldZoomFactor(now - zoomHeldAt, dt);
       if (held.has("w")) view.scale.zoom(1 / zoomRate, px, 50, data.endNs * 4);
       if (held.has("s")) view.scale.zoom(zoomRate, px, 50, data.endNs * 4);
       if (held.has("a")) view.scale.pan(-dt * 0.8);
@@ -84,6 +91,7 @@ export async function mount(root, url, opts = {}) {
     }
     const t0 = performance.now();
     view.lastDrawn = paint(ctx, view);
+    paintNotes(ctx, view, notes.list());
     const work = performance.now() - t0;
     // Frame work times for the viewer benchmark (bench/viewer.py), bounded.
     if (stats.frames.length >= 5000) stats.frames.shift();
@@ -145,13 +153,23 @@ export async function mount(root, url, opts = {}) {
   }
 
   const panels = createPanels(root.querySelector("[data-details]"), data, view, opts.sliceUrl, (row) => select(row, true));
+  const notes = createNotes(root.querySelector("[data-notes]"), {
+    storageKey: opts.notesKey === undefined ? `tracedojo:notes:${location.pathname}${location.search.replace(/[?&]testing=1/, "")}` : opts.notesKey,
+    onAdd: opts.onNote,
+    onReveal: (n) => { revealSpan(view, n.start_ns, n.end_ns ?? n.start_ns); redraw(); },
+    onChange: () => { notesRow(); relayout(); redraw(); },
+    returnFocus: () => canvas.focus({ preventScroll: true }),
+  });
+  // the notes' row under the ruler is there while there are notes
+  const notesRow = () => { view.notesRowPx = notes.list().length ? NOTES_ROW_PX : 0; };
+  notesRow();
 
   function select(row, reveal) {
     view.selectedRow = row;
     view.partnerRow = row >= 0 ? partner(data, row) : -1;
     view.area = null;
     panels.describe(row);
-    if (reveal && row >= 0) focusRow(row, false);
+    if (reveal && row >= 0) revealRow(view, row);
     redraw();
   }
   function focusRow(row, zoom) {
@@ -221,7 +239,11 @@ export async function mount(root, url, opts = {}) {
   canvas.addEventListener("keydown", (e) => {
     const k = e.key.toLowerCase();
     const move = WASD[e.code];
-    if (move && !e.ctrlKey && !e.metaKey) { held.add(move); redraw(); e.preventDefault(); return; }
+    if (move && !e.ctrlKey && !e.metaKey) {
+      if ((move === "w" || move === "s") && !held.has("w") && !held.has("s")) zoomHeldAt = performance.now();
+      held.add(move); redraw(); e.preventDefault(); return;
+    }
+    if (selectionKey(e, { view, data, select, setArea, notes, permalink })) { redraw(); return; }
     if ((k === "]" || k === "[") && view.selectedRow >= 0 && view.partnerRow >= 0) {
       // follow the flow: ] to the following end (launch -> kernel), [ to the preceding one
       const later = data.cols.ts[view.partnerRow] >= data.cols.ts[view.selectedRow];
@@ -309,10 +331,39 @@ export async function mount(root, url, opts = {}) {
     return s;
   }));
 
+  // An area from the keys (R, B/E, arrows): a zero-width one is a start waiting for its end.
+  function setArea(area) {
+    view.area = area; view.selectedRow = -1; view.partnerRow = -1;
+    if (area && area.end_ns > area.start_ns) { panels.showArea(area); opts.onArea && opts.onArea(area); }
+    redraw();
+  }
+  const linkButton = root.querySelector("[data-permalink]");
+  function permalink() {
+    history.replaceState(history.state, "", `${location.pathname}${location.search}#${encodeState(stateOf(view, notes.list()))}`);
+    if (navigator.clipboard) navigator.clipboard.writeText(location.href).catch(() => {});
+    if (linkButton) { linkButton.textContent = "copied"; setTimeout(() => { linkButton.textContent = "link"; }, 1500); }
+    return location.href;
+  }
+  linkButton?.addEventListener("click", permalink);
+
   new ResizeObserver(resize).observe(canvas);
   relayout();
   resize();
   panels.describe(-1);
+  restoreLink(decodeState(location.hash));
+  // Opened from a permalink: its window, scroll, pins, area or slice, and notes.
+  function restoreLink(st) {
+    if (!st) return;
+    st.pinned.forEach((id) => { if (id >= 0 && id < data.tracks.length) view.pinned.add(id); });
+    relayout();
+    view.scale.set(st.start_ns, st.end_ns, view.scale.width);
+    view.scrollY = Math.max(0, st.scroll_y);
+    if (st.notes.length) notes.merge(st.notes);
+    const row = st.src != null ? rowOfSrc(data, st.src) : -1;
+    if (row >= 0) select(row, false);
+    if (st.area) setArea(st.area);
+    redraw();
+  }
 
   const api = {
     view, redraw, stats,
@@ -323,6 +374,11 @@ export async function mount(root, url, opts = {}) {
     setWindow: (startNs, endNs) => { view.scale.set(startNs, endNs, view.scale.width); redraw(); },
     window: () => ({ start_ns: view.scale.start, end_ns: view.scale.end }),
     selectedBox: () => (view.selectedRow >= 0 ? view.sliceBox(view.selectedRow) : null),
+    // search `query`, Enter, and the selected slice's box on the canvas (CSS px)
+    reveal: (query) => { search.value = query; runSearch(query); if (matchList.length) step(1); return api.selectedBox(); },
+    notes: () => notes.list(),
+    addNote: (n) => notes.add(n),
+    permalink,
     trackY: (label) => { const it = view.layout.items.find((i) => i.kind === "track" && data.tracks[i.track].label.startsWith(label)); return it ? it.y - view.scrollY + LAYOUT.trackPad / 2 + 2 : null; },
     xOf: (ns) => LAYOUT.labelW + view.scale.x(ns),
     steps: data.header.steps,
