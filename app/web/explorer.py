@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from urllib.parse import quote, urlencode
 
-from fastapi import APIRouter, HTTPException, Request
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import RedirectResponse
 from pydantic import BaseModel, Field, FiniteFloat
 
@@ -14,7 +16,9 @@ import scenarios
 from app import instances
 from app.scenario import observation
 from app.analysis import fidelity
+from app.config import Settings, get_settings
 from app.web import instances as served
+from app.web import sql_console
 from app.web.templates import templates
 
 router = APIRouter()
@@ -165,6 +169,22 @@ def key_json(sid: str, seed: str, request: Request):
 @router.get("/api/scenarios/{sid}/{seed}/tools/{tool_id}")
 def run_tool(sid: str, seed: str, tool_id: str, request: Request):
     return served.run_tool(served.resolve(sid, seed, request), tool_id, request)
+
+
+class Query(BaseModel):
+    query: str = Field(max_length=100_000)
+
+
+@router.post("/api/scenarios/{sid}/{seed}/sql")
+def instance_sql(sid: str, seed: str, body: Query, request: Request,
+                 settings: Annotated[Settings, Depends(get_settings)], rank: str = "0"):
+    """The upload console's SQL (app/analysis/sql.py's tables) over one rank of the instance."""
+    inst = served.resolve(sid, seed, request)
+    r = served.parse_rank(rank, inst.ranks)
+    if r == "all":
+        raise HTTPException(400, "SQL runs on one rank at a time: rank=0 to rank=%d" % (inst.ranks - 1))
+    database = served.http(lambda: sql_console.instance_database(inst, r, settings))
+    return sql_console.respond(database, body.query, settings)
 
 
 class Run(BaseModel):

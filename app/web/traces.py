@@ -306,14 +306,8 @@ class Query(BaseModel):
 
 @router.post("/api/traces/{tid}/sql")
 def trace_sql(tid: str, body: Query, request: Request, settings: SettingsDep):
+    from app.web import sql_console
+
     with _found():
         database = _store(request, settings).database(tid)
-    try:
-        result = sql.run(database, body.query, _sql_limits(settings))
-    except sql.QueryRefused as e:
-        raise HTTPException(403, str(e)) from None
-    except sql.QueryFailed as e:
-        raise HTTPException(400, str(e)) from None
-    except sql.QueryBusy as e:
-        raise HTTPException(429, str(e), headers={"Retry-After": "5"}) from None
-    return Response(orjson.dumps(result.as_json()), media_type="application/json")
+    return sql_console.respond(database, body.query, settings)
