@@ -84,9 +84,13 @@ def _page(sid: str, seed: str, request: Request, rank: str | None) -> dict:
                           "before_itl_p99_ms": observation(inst.key, "itl_p99_ms"),
                           "expected_itl_p99_ms": observation(inst.key, "expected_itl_p99_ms"),
                           "mixed_iteration_ms": observation(inst.fixed_key, "mixed_iteration_ms")}
+    urls = served.explorer_urls(sid, seed, params)
+    viewer = served.viewer_context(inst, urls, rank)
+    # the Query tab: SQL over the rank on screen (one rank's database at a time)
+    if viewer["rank"] != "all":
+        viewer["sql_url"] = f"{urls.data}/sql?rank={viewer['rank']}{urls.q(first=False)}"
     return {"scenario": {"id": scn.id, "title": scn.title, "version": inst.version}, "seed": seed,
-            "params": inst.params.model_dump(), "fix": fix,
-            **served.viewer_context(inst, served.explorer_urls(sid, seed, params), rank)}
+            "params": inst.params.model_dump(), "fix": fix, **viewer}
 
 
 # Declared before the page: "/scenarios/x/5.json" also matches "/scenarios/{sid}/{seed}".

@@ -269,6 +269,7 @@ def trace_page(request: Request, tid: str, settings: SettingsDep, q: str | None 
     return templates.TemplateResponse(request, "trace.html", {
         "id": tid, "name": up.name, "read": up.read, "text": text.render(up.read, up.read["hta"]),
         "timeline_url": f"/api/traces/{tid}/timeline.bin", "slice_url": f"/api/traces/{tid}/slices/{{src}}",
+        "sql_url": f"/api/traces/{tid}/sql",
         "tools": None, "download_url": None,
         "query": q or "SELECT name, count(*) AS n, sum(dur) / 1e6 AS total_ms FROM slice WHERE category = 'kernel' "
                       "GROUP BY name ORDER BY total_ms DESC LIMIT 10",

@@ -4,7 +4,9 @@
 
 import { load, partner } from "./data.js";
 import { LAYOUT, PALETTE, paint, tracksTop } from "./paint.js";
+import { createDrawer } from "./drawer.js";
 import { createPanels } from "./panels.js";
+import { setupQuery } from "./query.js";
 import { TimeScale } from "./timescale.js";
 
 export async function mount(root, url, opts = {}) {
@@ -53,12 +55,7 @@ export async function mount(root, url, opts = {}) {
       if (!collapsed) g.tracks.filter((t) => !view.pinned.has(t.id)).forEach((t) => add(t, false));
     }
     view.layout = { items, height: y };
-    // The panes grow with the tracks up to the window's height, so a short trace leaves
-    // room for the case's charts below instead of an empty canvas.
-    // A custom property, not the height itself: under ~1000 px the side panel stacks below
-    // the timeline (site.css) and this sizes only the timeline's row.
-    const panes = canvas.parentElement;
-    panes.style.setProperty("--panes-h", `${Math.max(520, Math.min(y + 40, window.innerHeight - 200))}px`);  // 520: room for a tool's output and chart beside a short trace
+    // the timeline's height is the drawer's business (drawer.js): it takes what the drawer leaves
   }
 
   const stats = { firstPaintMs: null, frames: [], loadedMs: performance.now() };
@@ -144,13 +141,30 @@ export async function mount(root, url, opts = {}) {
     return -1;
   }
 
-  const panels = createPanels(root.querySelector("[data-details]"), data, view, opts.sliceUrl, (row) => select(row, true));
+  const drawer = createDrawer(root);
+  const panels = createPanels(root.querySelector("[data-details]"), data, view, opts.sliceUrl, (row) => select(row, true),
+                              root.querySelector("[data-area]"));
+  setupQuery(root, data, (row) => select(row, true));
+
+  // The tracks an area drag covered vertically (content y, scroll included): a folded
+  // group's header stands for its tracks.
+  function tracksBetween(y0, y1) {
+    const lo = Math.min(y0, y1), hi = Math.max(y0, y1);
+    const out = [];
+    for (const i of view.layout.items) {
+      if (i.y + i.h <= lo || i.y > hi) continue;
+      if (i.kind === "track") out.push(i.track);
+      else if (i.collapsed) data.tracks.forEach((t) => { if (t.group === i.label && !view.pinned.has(t.id)) out.push(t.id); });
+    }
+    return [...new Set(out)];
+  }
 
   function select(row, reveal) {
     view.selectedRow = row;
     view.partnerRow = row >= 0 ? partner(data, row) : -1;
     view.area = null;
     panels.describe(row);
+    if (row >= 0) drawer.show("current");
     if (reveal && row >= 0) focusRow(row, false);
     redraw();
   }
@@ -179,7 +193,7 @@ export async function mount(root, url, opts = {}) {
       if (item && item.kind === "group") { view.collapsed.has(item.label) ? view.collapsed.delete(item.label) : view.collapsed.add(item.label); relayout(); redraw(); }
       else if (item && item.kind === "track") { view.pinned.has(item.track) ? view.pinned.delete(item.track) : view.pinned.add(item.track); relayout(); redraw(); }
       return;
-    } else drag = { mode: "area", x, t0: view.scale.t(x - LAYOUT.labelW), moved: false };
+    } else drag = { mode: "area", x, y: y + view.scrollY, t0: view.scale.t(x - LAYOUT.labelW), moved: false };
   });
   window.addEventListener("mousemove", (e) => {
     const rect = canvas.getBoundingClientRect();
@@ -190,7 +204,8 @@ export async function mount(root, url, opts = {}) {
       if (drag.mode === "pan") { view.scale.pan(drag.x - x); drag.x = x; }
       else if (drag.moved) {
         const t1 = view.scale.t(x - LAYOUT.labelW);
-        view.area = { start_ns: Math.min(drag.t0, t1), end_ns: Math.max(drag.t0, t1) };
+        const yNow = e.clientY - rect.top + view.scrollY;
+        view.area = { start_ns: Math.min(drag.t0, t1), end_ns: Math.max(drag.t0, t1), tracks: tracksBetween(drag.y, yNow) };
         view.selectedRow = -1;
       }
     }
@@ -199,7 +214,7 @@ export async function mount(root, url, opts = {}) {
   window.addEventListener("mouseup", (e) => {
     if (!drag) return;
     const d = drag; drag = null;
-    if (d.mode === "area" && d.moved) { panels.showArea(view.area); opts.onArea && opts.onArea(view.area); }
+    if (d.mode === "area" && d.moved) { panels.showArea(view.area); drawer.show("area"); opts.onArea && opts.onArea(view.area); }
     else if (!d.moved) { const rect = canvas.getBoundingClientRect(); select(sliceAt(e.clientX - rect.left, e.clientY - rect.top), false); }
     redraw();
   });
@@ -318,6 +333,7 @@ export async function mount(root, url, opts = {}) {
     view, redraw, stats,
     idle: () => new Promise((res) => { if (!pending && !held.size) res(); else idleWaiters.push(res); }),
     visibleSliceCount: () => view.lastDrawn,
+    drawer: () => drawer.state(),  // {open, height_px, tab}
     selection: () => (view.area ? { start_us: view.area.start_ns / 1e3, end_us: view.area.end_ns / 1e3 } : null),
     selectedSlice: () => (view.selectedRow >= 0 ? data.header.names[data.cols.name[view.selectedRow]] : null),
     setWindow: (startNs, endNs) => { view.scale.set(startNs, endNs, view.scale.width); redraw(); },
