@@ -1,8 +1,10 @@
 // The drawer under the timeline, as Perfetto's: tabs (an ARIA tablist: arrows move between
 // tabs, Home/End to the ends), a handle that resizes it by mouse or by keyboard (Up/Down),
 // Enter on the handle or the hide button folding it away. Its height persists per browser.
-// The panes (timeline + handle + drawer) fill the window under the toolbar; by default
-// the timeline keeps at least 60% of the window's height.
+// The panes (timeline + handle + drawer) fill the window below where they start on the
+// page (under the brief and the toolbar); by default the timeline keeps at least 60% of the
+// window's height and the drawer the rest, at least a quarter of it (a tall brief above
+// then scrolls off a little rather than squeeze either).
 
 const KEY_PX = "tracedojo:drawer:height_px";
 const KEY_OPEN = "tracedojo:drawer:open";
@@ -10,7 +12,8 @@ const STEP_PX = 24;       // one arrow press on the handle
 const MIN_DRAWER_PX = 90; // the tab bar and a line or two
 const MIN_TIMELINE_PX = 200;
 const HANDLE_PX = 6;
-const DEFAULT_SHARE = 0.3; // of the panes: leaves the timeline ~63-66% of the window at 720-1080 px tall
+const TIMELINE_SHARE = 0.6; // of the window's height, by default
+const DRAWER_SHARE = 0.25;  // at least, by default
 
 export function createDrawer(root) {
   const panes = root.querySelector(".panes");
@@ -24,11 +27,14 @@ export function createDrawer(root) {
   let open = localStorage.getItem(KEY_OPEN) !== "0";
   let tab = null;
 
-  // The panes' height: the window less the toolbar (and a little page margin), so scrolling
-  // the viewer into view shows the timeline and the drawer whole.
-  const panesPx = () => Math.max(MIN_TIMELINE_PX + MIN_DRAWER_PX + 120, window.innerHeight - 56);
+  const H = () => window.innerHeight;
+  function panesPx() {
+    const top = panes.getBoundingClientRect().top + window.scrollY;  // on the page, not the screen
+    const fit = H() - top - 8;
+    return Math.round(Math.max(fit, (TIMELINE_SHARE + DRAWER_SHARE) * H() + HANDLE_PX, MIN_TIMELINE_PX + MIN_DRAWER_PX + HANDLE_PX));
+  }
   const clamp = (px) => Math.round(Math.max(MIN_DRAWER_PX, Math.min(panesPx() - MIN_TIMELINE_PX - HANDLE_PX, px)));
-  const drawerPx = () => (open ? clamp(heightPx ?? panesPx() * DEFAULT_SHARE) : 0);
+  const drawerPx = () => (open ? clamp(heightPx ?? panesPx() - Math.ceil(TIMELINE_SHARE * H()) - HANDLE_PX) : 0);
 
   function layout() {
     const d = drawerPx();
@@ -55,7 +61,9 @@ export function createDrawer(root) {
     layout();
   }
 
-  function show(name, focus = false, unfold = true) {
+  // `bring`: a selection opened this tab; if the drawer sits below the fold (a tall brief
+  // above), scroll the page so its bottom is the window's: the panes fit in the window.
+  function show(name, { focus = false, unfold = true, bring = false } = {}) {
     if (!panels.has(name)) return;
     tab = name;
     for (const t of tabs) {
@@ -66,6 +74,9 @@ export function createDrawer(root) {
     }
     for (const [k, p] of panels) p.hidden = k !== name;
     if (unfold && !open) setOpen(true);
+    if (bring && section.getBoundingClientRect().top > window.innerHeight - 60) {
+      window.scrollBy(0, panes.getBoundingClientRect().bottom - window.innerHeight + 4);
+    }
   }
 
   tabs.forEach((t, i) => {
@@ -74,7 +85,7 @@ export function createDrawer(root) {
       const to = { ArrowRight: i + 1, ArrowLeft: i - 1, Home: 0, End: tabs.length - 1 }[e.key];
       if (to === undefined) return;
       e.preventDefault();
-      show(tabs[(to + tabs.length) % tabs.length].dataset.tab, true);
+      show(tabs[(to + tabs.length) % tabs.length].dataset.tab, { focus: true });
     });
   });
   toggle.addEventListener("click", () => setOpen(!open));
@@ -100,11 +111,11 @@ export function createDrawer(root) {
   window.addEventListener("resize", layout);
 
   const first = panels.has("measurements") ? "measurements" : "current";
-  show(first, false, false);
+  show(first, { unfold: false });
   layout();
 
   return {
-    show,
+    show,  // (tab, {focus, unfold, bring})
     setHeight,
     state: () => ({ open, height_px: drawerPx(), tab }),
   };

@@ -144,7 +144,7 @@ export async function mount(root, url, opts = {}) {
   const drawer = createDrawer(root);
   const panels = createPanels(root.querySelector("[data-details]"), data, view, opts.sliceUrl, (row) => select(row, true),
                               root.querySelector("[data-area]"));
-  setupQuery(root, data, (row) => select(row, true));
+  setupQuery(root, data, (row) => select(row, true, null));  // the results stay in view: stepping through them
 
   // The tracks an area drag covered vertically (content y, scroll included): a folded
   // group's header stands for its tracks.
@@ -159,12 +159,12 @@ export async function mount(root, url, opts = {}) {
     return [...new Set(out)];
   }
 
-  function select(row, reveal) {
+  function select(row, reveal, tab = "current") {
     view.selectedRow = row;
     view.partnerRow = row >= 0 ? partner(data, row) : -1;
     view.area = null;
     panels.describe(row);
-    if (row >= 0) drawer.show("current");
+    if (row >= 0 && tab) drawer.show(tab, { bring: true });
     if (reveal && row >= 0) focusRow(row, false);
     redraw();
   }
@@ -214,7 +214,7 @@ export async function mount(root, url, opts = {}) {
   window.addEventListener("mouseup", (e) => {
     if (!drag) return;
     const d = drag; drag = null;
-    if (d.mode === "area" && d.moved) { panels.showArea(view.area); drawer.show("area"); opts.onArea && opts.onArea(view.area); }
+    if (d.mode === "area" && d.moved) { panels.showArea(view.area); drawer.show("area", { bring: true }); opts.onArea && opts.onArea(view.area); }
     else if (!d.moved) { const rect = canvas.getBoundingClientRect(); select(sliceAt(e.clientX - rect.left, e.clientY - rect.top), false); }
     redraw();
   });
@@ -353,9 +353,12 @@ export async function mount(root, url, opts = {}) {
       }
       if (selection) {
         const row = selection.row != null && selection.row < data.count ? selection.row : -1;
-        if (row !== view.selectedRow) { view.selectedRow = row; view.partnerRow = row >= 0 ? partner(data, row) : -1; panels.describe(row); }
+        if (row !== view.selectedRow) {
+          view.selectedRow = row; view.partnerRow = row >= 0 ? partner(data, row) : -1; panels.describe(row);
+          if (row >= 0) drawer.show("current");
+        }
         view.area = selection.area ? { ...selection.area } : null;
-        if (view.area && row < 0) panels.showArea(view.area);
+        if (view.area && row < 0) { panels.showArea(view.area); drawer.show("area"); }
       }
       redraw();
     },
