@@ -20,6 +20,7 @@ export function createDrawer(root) {
   const section = root.querySelector("[data-drawer]");
   const handle = root.querySelector("[data-drawer-handle]");
   const toggle = root.querySelector("[data-drawer-toggle]");
+  const bar = section.querySelector(".drawer-bar");
   const tabs = [...section.querySelectorAll("[role=tab]")];
   const panels = new Map([...section.querySelectorAll("[role=tabpanel]")].map((p) => [p.dataset.panel, p]));
   const stored = Number(localStorage.getItem(KEY_PX));
@@ -34,14 +35,15 @@ export function createDrawer(root) {
     return Math.round(Math.max(fit, (TIMELINE_SHARE + DRAWER_SHARE) * H() + HANDLE_PX, MIN_TIMELINE_PX + MIN_DRAWER_PX + HANDLE_PX));
   }
   const clamp = (px) => Math.round(Math.max(MIN_DRAWER_PX, Math.min(panesPx() - MIN_TIMELINE_PX - HANDLE_PX, px)));
-  const drawerPx = () => (open ? clamp(heightPx ?? panesPx() - Math.ceil(TIMELINE_SHARE * H()) - HANDLE_PX) : 0);
+  // folded, the drawer keeps its tab bar (and the show button)
+  const drawerPx = () => (open ? clamp(heightPx ?? panesPx() - Math.ceil(TIMELINE_SHARE * H()) - HANDLE_PX) : bar.offsetHeight);
 
   function layout() {
     const d = drawerPx();
     // through the CSSOM: the CSP refuses inline style attributes
     panes.style.setProperty("--timeline-h", `${panesPx() - d - HANDLE_PX}px`);
     panes.style.setProperty("--drawer-h", `${d}px`);
-    section.hidden = !open;
+    section.classList.toggle("folded", !open);
     toggle.textContent = open ? "hide" : "show";
     toggle.setAttribute("aria-expanded", String(open));
     handle.setAttribute("aria-valuenow", String(d));
