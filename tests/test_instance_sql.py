@@ -57,3 +57,17 @@ def test_rank_all_and_out_of_range_are_400(client):
 
 def test_unknown_scenario_is_404(client):
     assert client.post("/api/scenarios/nope/canonical/sql", json={"query": "SELECT 1"}).status_code == 404
+
+
+def test_a_practice_round_queries_its_secret_instance_without_the_key(client):
+    made = client.post("/api/attempts", json={"scenario": "ddp", "seed": "0"})
+    assert made.status_code == 201, made.text
+    aid = made.json()["id"]
+    page = client.get(f"/practice/{aid}")
+    assert f'data-sql-url="/practice/{aid}/sql?rank=0"' in page.text
+    r = client.post(f"/practice/{aid}/sql?rank=0", json={"query": "SELECT count(*) FROM slice"})
+    assert r.status_code == 200 and r.json()["rows"][0][0] > 0
+    # the database holds the trace's tables and nothing else
+    r = client.post(f"/practice/{aid}/sql", json={"query": "SELECT table_name FROM information_schema.tables ORDER BY 1"})
+    assert r.status_code == 200
+    assert {row[0] for row in r.json()["rows"]} <= {"events", "process", "thread", "track", "slice", "counter"}

@@ -86,9 +86,7 @@ def _page(sid: str, seed: str, request: Request, rank: str | None) -> dict:
                           "mixed_iteration_ms": observation(inst.fixed_key, "mixed_iteration_ms")}
     urls = served.explorer_urls(sid, seed, params)
     viewer = served.viewer_context(inst, urls, rank)
-    # the Query tab: SQL over the rank on screen (one rank's database at a time)
-    if viewer["rank"] != "all":
-        viewer["sql_url"] = f"{urls.data}/sql?rank={viewer['rank']}{urls.q(first=False)}"
+    viewer["sql_url"] = sql_console.url(urls, viewer["rank"])  # the Query tab: the rank on screen
     return {"scenario": {"id": scn.id, "title": scn.title, "version": inst.version}, "seed": seed,
             "params": inst.params.model_dump(), "fix": fix, **viewer}
 
@@ -175,20 +173,11 @@ def run_tool(sid: str, seed: str, tool_id: str, request: Request):
     return served.run_tool(served.resolve(sid, seed, request), tool_id, request)
 
 
-class Query(BaseModel):
-    query: str = Field(max_length=100_000)
-
-
 @router.post("/api/scenarios/{sid}/{seed}/sql")
-def instance_sql(sid: str, seed: str, body: Query, request: Request,
+def instance_sql(sid: str, seed: str, body: sql_console.Query, request: Request,
                  settings: Annotated[Settings, Depends(get_settings)], rank: str = "0"):
     """The upload console's SQL (app/analysis/sql.py's tables) over one rank of the instance."""
-    inst = served.resolve(sid, seed, request)
-    r = served.parse_rank(rank, inst.ranks)
-    if r == "all":
-        raise HTTPException(400, "SQL runs on one rank at a time: rank=0 to rank=%d" % (inst.ranks - 1))
-    database = served.http(lambda: sql_console.instance_database(inst, r, settings))
-    return sql_console.respond(database, body.query, settings)
+    return sql_console.instance_response(served.resolve(sid, seed, request), rank, body.query, settings)
 
 
 class Run(BaseModel):

@@ -15,11 +15,20 @@ from pathlib import Path
 import orjson
 from fastapi import HTTPException
 from fastapi.responses import Response
+from pydantic import BaseModel, Field
 
 from app.analysis import sql
 from app.config import Settings
 from app.scenario import Instance
 from app.trace import kineto
+from app.web import instances as served
+
+MAX_QUERY_CHARS = 100_000
+
+
+class Query(BaseModel):
+    query: str = Field(max_length=MAX_QUERY_CHARS)
+
 
 CACHE_FILES = 12  # instance databases kept; each is a few MB for the default instances
 _building = threading.Lock()
@@ -43,6 +52,20 @@ def respond(database: Path, query: str, settings: Settings) -> Response:
     except sql.QueryBusy as e:
         raise HTTPException(429, str(e), headers={"Retry-After": "5"}) from None
     return Response(orjson.dumps(result.as_json()), media_type="application/json")
+
+
+def instance_response(inst: Instance, rank: str, query: str, settings: Settings) -> Response:
+    """A query on one rank of a generated instance, whoever names it (the explorer's URL, a
+    practice round's id, a live round's link): 400 for rank=all, as for a download."""
+    r = served.parse_rank(rank, inst.ranks)
+    if r == "all":
+        raise HTTPException(400, "SQL runs on one rank at a time: rank=0 to rank=%d" % (inst.ranks - 1))
+    return respond(served.http(lambda: instance_database(inst, r, settings)), query, settings)
+
+
+def url(urls: served.Urls, rank: int | str) -> str | None:
+    """The Query tab's URL for the rank on screen (none for the stacked ranks)."""
+    return None if rank == "all" else f"{urls.data}/sql?rank={rank}{urls.q(first=False)}"
 
 
 def instance_database(inst: Instance, rank: int, settings: Settings) -> Path:
