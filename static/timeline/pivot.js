@@ -112,7 +112,7 @@ export function createPivot(el, data) {
   return { show };
 }
 
-// The exact figure rides along in data-ns: tests compare it with summary.js / the analysis.
+// The exact figure rides along in data-value: tests compare it with summary.js and the SQL console.
 function num(tr, text, value) {
   const td = tr.insertCell();
   td.className = "num";
