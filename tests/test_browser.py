@@ -46,6 +46,11 @@ def page(browser):
     assert not errors, f"JavaScript errors: {errors}"
 
 
+def measurements_tab(page):
+    """The tools live in the drawer's Measurements tab: a selection may have switched away."""
+    page.get_by_role("tab", name="Measurements").click()
+
+
 def open_viewer(page, server, path: str):
     page.goto(f"{server}{path}{'&' if '?' in path else '?'}testing=1")
     try:
@@ -124,14 +129,17 @@ def test_area_selecting_one_step_reads_the_step(page, server, sid):
     # the selection reads this step's length; steps vary token to token by a few percent about the key's mean
     assert (sel["end_us"] - sel["start_us"]) * 1e3 == pytest.approx(steps[2]["start_ns"] - s["start_ns"], rel=0.01)
     assert (sel["end_us"] - sel["start_us"]) / 1e3 == pytest.approx(observation(inst.key, "step_ms"), rel=0.03)
-    panel = page.locator("[data-details]").inner_text()
-    assert "Area selection" in panel and "Count" in panel and "Idle" in panel
+    # the drawer's Area selection tab opens on the drag (it was the side panel's [data-details])
+    assert page.evaluate("window.timelineTest.drawer().tab") == "area"
+    panel = page.locator("[data-area]").inner_text()
+    assert "Area selection" in panel and "Occurrences" in panel and "Idle" in panel
 
 
 def test_a_measurement_runs_beside_the_timeline(page, server):
     open_viewer(page, server, "/scenarios/launch-bound/canonical")
     options = page.locator("#tool-select option").all_inner_texts()
     assert any(o.startswith("nsys-api-sum") for o in options) and len(options) == len(tools.TOOLS)
+    measurements_tab(page)
     page.select_option("#tool-select", label=next(o for o in options if o.startswith("nsys-api-sum")))
     page.get_by_role("button", name="Run").click()
     out = page.locator("[data-tool-output]")
@@ -177,6 +185,7 @@ def test_straggler_opens_on_the_briefs_rank_and_stacks_every_rank_on_request(pag
     labels = page.evaluate("window.timelineTest.view.data.tracks.map(t => t.group + ' / ' + t.label)")
     assert "rank 3 · GPU 3 / rank 3 · stream 7 · compute" in labels  # the row names its rank, not only its group
     assert any(t.startswith("rank 7 · GPU 7 / rank 7 · stream ") and t.endswith(" · NCCL") for t in labels)  # 40, 52 or 84
+    measurements_tab(page)
     page.select_option("#tool-select", label=next(o for o in page.locator("#tool-select option").all_inner_texts()
                                                   if o.startswith("per-rank")))
     page.get_by_role("button", name="Run").click()
@@ -189,6 +198,7 @@ def test_prefill_shows_the_itl_series_and_ncu_draws_a_roofline(page, server):
     page.locator(".views .uplot").wait_for(timeout=10000)
     assert "inter-token latency" in page.locator(".views").inner_text().lower()
     open_viewer(page, server, "/scenarios/skinny-gemm/canonical")
+    measurements_tab(page)
     page.select_option("#tool-select", label=next(o for o in page.locator("#tool-select option").all_inner_texts()
                                                   if o.startswith("ncu")))
     page.get_by_role("button", name="Run").click()
@@ -246,6 +256,7 @@ def test_a_whole_practice_round(page, server):
     page.get_by_role("button", name="Mark the gap").click()
     wait_until(page, "Object.keys(window.tracedojoPractice.marks()).length === 2")
     # run a measurement, then narrate
+    measurements_tab(page)
     page.select_option("#tool-select", label=next(o for o in page.locator("#tool-select option").all_inner_texts()
                                                   if o.startswith("nsys-kern-sum")))
     page.get_by_role("button", name="Run").click()
@@ -494,9 +505,8 @@ def test_the_timeline_is_usable_at_every_width(traced, server, width):
     ticks = [t["text"] for t in drawn_texts(page) if t["y"] < 17 and t["x"] >= 230]
     assert len(ticks) >= 3 and ticks != ["0 ns"], ticks
     canvas = page.locator("#viewer canvas").bounding_box()
-    side = page.locator("#viewer .side").bounding_box()
-    if width < 1000:
-        assert side["y"] >= canvas["y"] + canvas["height"] - 1, "the side panel stacks below the timeline"
-        assert side["width"] >= canvas["width"] - 2
-    else:
-        assert side["x"] >= canvas["x"] + canvas["width"] - 1 and abs(side["y"] - canvas["y"]) < 2
+    drawer = page.locator("#viewer .drawer").bounding_box()
+    # the drawer (it was a side panel) sits under the timeline at every width, as wide as it
+    assert drawer["y"] >= canvas["y"] + canvas["height"] - 1, "the drawer stacks below the timeline"
+    assert drawer["width"] >= canvas["width"] - 2
+    assert canvas["height"] >= 0.6 * 900 - 1, "by default the timeline keeps 60% of the window's height"

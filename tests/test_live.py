@@ -271,6 +271,7 @@ def test_an_interviewer_and_a_candidate_in_two_browsers(servers, browser):
     within(iv, "document.querySelector('[data-marks]').textContent.includes('one step')")
 
     # runs a tool: the console lists it and shows its output
+    cand.get_by_role("tab", name="Measurements").click()  # the drawer's tab (marking showed Area selection)
     cand.select_option("#tool-select", index=1)
     cand.click("[data-tool-form] button[type=submit]")
     within(iv, "window.tracedojoConsole.runs().length === 1", 2.0)

@@ -21,7 +21,8 @@ from starlette.concurrency import run_in_threadpool
 
 from app.rounds import consent, live
 from app.scenario import InstanceError
-from app.web import deps, forms, instances as served, sse
+from app.config import get_settings
+from app.web import deps, forms, instances as served, sql_console, sse
 from app.web.attempts import Marks, Text
 from app.web.deps import Owner, StoreDep
 from app.web.templates import templates
@@ -52,7 +53,7 @@ def candidate_page(token: str, request: Request, store: StoreDep, rank: str | No
     view = live.candidate_view(store, r)
     ctx = served.viewer_context(live.instance_of(r), _urls(token), rank)
     return templates.TemplateResponse(request, "round_candidate.html", {
-        **ctx, "round": view,
+        **ctx, "sql_url": sql_console.url(_urls(token), ctx["rank"]), "round": view,
         "page": {"api": f"/api/r/{token}", "events_url": f"/r/{token}/events", "after": view["last_event_id"],
                  "narration": view["narration"], "marks": view["marks"], "runs": view["runs"],
                  "timer": view["timer"], "ended": view["ended"], "max_chars": view["max_chars"],
@@ -114,6 +115,13 @@ def candidate_trace(token: str, store: StoreDep, rank: str = "0"):
 def candidate_trace_gz(token: str, store: StoreDep, rank: str = "0"):
     _, inst = _instance(store, token)
     return served.trace_download(inst, rank, "interview-round", compress=True)
+
+
+@router.post("/r/{token}/sql")
+def candidate_sql(token: str, body: sql_console.Query, store: StoreDep, rank: str = "0"):
+    """The Query tab: SQL over the round's trace (the trace only: nothing of the key)."""
+    _, inst = _instance(store, token)
+    return sql_console.instance_response(inst, rank, body.query, get_settings())
 
 
 @router.get("/r/{token}/tools/{tool_id}")

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from urllib.parse import quote, urlencode
 
-from fastapi import APIRouter, HTTPException, Request
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import RedirectResponse
 from pydantic import BaseModel, Field, FiniteFloat
 
@@ -14,7 +16,9 @@ import scenarios
 from app import instances
 from app.scenario import observation
 from app.analysis import fidelity
+from app.config import Settings, get_settings
 from app.web import instances as served
+from app.web import sql_console
 from app.web.templates import templates
 
 router = APIRouter()
@@ -80,9 +84,11 @@ def _page(sid: str, seed: str, request: Request, rank: str | None) -> dict:
                           "before_itl_p99_ms": observation(inst.key, "itl_p99_ms"),
                           "expected_itl_p99_ms": observation(inst.key, "expected_itl_p99_ms"),
                           "mixed_iteration_ms": observation(inst.fixed_key, "mixed_iteration_ms")}
+    urls = served.explorer_urls(sid, seed, params)
+    viewer = served.viewer_context(inst, urls, rank)
+    viewer["sql_url"] = sql_console.url(urls, viewer["rank"])  # the Query tab: the rank on screen
     return {"scenario": {"id": scn.id, "title": scn.title, "version": inst.version}, "seed": seed,
-            "params": inst.params.model_dump(), "fix": fix,
-            **served.viewer_context(inst, served.explorer_urls(sid, seed, params), rank)}
+            "params": inst.params.model_dump(), "fix": fix, **viewer}
 
 
 # Declared before the page: "/scenarios/x/5.json" also matches "/scenarios/{sid}/{seed}".
@@ -165,6 +171,13 @@ def key_json(sid: str, seed: str, request: Request):
 @router.get("/api/scenarios/{sid}/{seed}/tools/{tool_id}")
 def run_tool(sid: str, seed: str, tool_id: str, request: Request):
     return served.run_tool(served.resolve(sid, seed, request), tool_id, request)
+
+
+@router.post("/api/scenarios/{sid}/{seed}/sql")
+def instance_sql(sid: str, seed: str, body: sql_console.Query, request: Request,
+                 settings: Annotated[Settings, Depends(get_settings)], rank: str = "0"):
+    """The upload console's SQL (app/analysis/sql.py's tables) over one rank of the instance."""
+    return sql_console.instance_response(served.resolve(sid, seed, request), rank, body.query, settings)
 
 
 class Run(BaseModel):

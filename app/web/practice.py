@@ -22,7 +22,9 @@ from app import practice, sharing
 from app.scoring import evidence
 from app.scoring.read import LABELS
 from app.scoring.score import MAX_CHARS
+from app.config import get_settings
 from app.web import instances as served
+from app.web import sql_console
 from app.web.deps import Owner, StoreDep
 from app.web.templates import templates
 
@@ -60,7 +62,8 @@ def _round(a, rank: str | None = None) -> dict:
     """The round's data: the attempt as the browser may see it, and the viewer on the
     attempt's own URLs."""
     inst = practice.instance_of(a)
-    return {**served.viewer_context(inst, _urls(a), rank), "attempt": practice.public(a), "max_chars": MAX_CHARS}
+    ctx = served.viewer_context(inst, _urls(a), rank)
+    return {**ctx, "sql_url": sql_console.url(_urls(a), ctx["rank"]), "attempt": practice.public(a), "max_chars": MAX_CHARS}
 
 
 # Declared before the page: "/practice/x.json" also matches "/practice/{aid}".
@@ -96,6 +99,13 @@ def round_timeline(aid: str, request: Request, store: StoreDep, who: Owner, rank
 def round_slice(aid: str, src: str, store: StoreDep, who: Owner, rank: str = "0"):
     _, inst = _instance(store, who, aid)
     return served.slice_args(inst, served.parse_rank(rank, inst.ranks), src)
+
+
+@router.post("/practice/{aid}/sql")
+def round_sql(aid: str, body: sql_console.Query, store: StoreDep, who: Owner, rank: str = "0"):
+    """The Query tab: SQL over the round's trace (the trace only: nothing of the key)."""
+    _, inst = _instance(store, who, aid)
+    return sql_console.instance_response(inst, rank, body.query, get_settings())
 
 
 @router.get("/practice/{aid}/trace.json")

@@ -270,6 +270,7 @@ def trace_page(request: Request, tid: str, settings: SettingsDep, q: str | None 
     return templates.TemplateResponse(request, "trace.html", {
         "id": tid, "name": up.name, "read": up.read, "text": text.render(up.read, up.read["hta"]),
         "timeline_url": f"/api/traces/{tid}/timeline.bin", "slice_url": f"/api/traces/{tid}/slices/{{src}}",
+        "sql_url": f"/api/traces/{tid}/sql",
         "tools": None, "download_url": None,
         "query": q or "SELECT name, count(*) AS n, sum(dur) / 1e6 AS total_ms FROM slice WHERE category = 'kernel' "
                       "GROUP BY name ORDER BY total_ms DESC LIMIT 10",
@@ -307,14 +308,8 @@ class Query(BaseModel):
 
 @router.post("/api/traces/{tid}/sql")
 def trace_sql(tid: str, body: Query, request: Request, settings: SettingsDep):
+    from app.web import sql_console
+
     with _found():
         database = _store(request, settings).database(tid)
-    try:
-        result = sql.run(database, body.query, _sql_limits(settings))
-    except sql.QueryRefused as e:
-        raise HTTPException(403, str(e)) from None
-    except sql.QueryFailed as e:
-        raise HTTPException(400, str(e)) from None
-    except sql.QueryBusy as e:
-        raise HTTPException(429, str(e), headers={"Retry-After": "5"}) from None
-    return Response(orjson.dumps(result.as_json()), media_type="application/json")
+    return sql_console.respond(database, body.query, settings)

@@ -1,12 +1,16 @@
-// The details panel: a slice (its fields, its args fetched from the server, the linked
-// launch or kernel) or an area selection (per-name and per-track figures). DOM only; the
-// figures come from summary.js and the viewer's state.
+// The drawer's selection tabs: a slice (its fields, self time, parent and children, its
+// args fetched from the server, the linked launch or kernel) in Current selection, an area
+// selection (pivot.js) in Area selection. DOM only; the figures come from summary.js,
+// slicetree.js and the viewer's state.
 
 import { PALETTE, categoryOf } from "./paint.js";
-import { areaSummary } from "./summary.js";
+import { createPivot } from "./pivot.js";
+import { childrenOf, parentOf, selfTimeNs } from "./slicetree.js";
 import { formatDuration } from "./timescale.js";
 
-export function createPanels(el, data, view, sliceUrl, onSelect) {
+const MAX_CHILDREN = 50;  // listed; the rest counted
+
+export function createPanels(el, data, view, sliceUrl, onSelect, areaEl) {
   const { names } = data.header;
 
   function describe(row) {
@@ -16,12 +20,15 @@ export function createPanels(el, data, view, sliceUrl, onSelect) {
     }
     const { ts, dur, name, track } = data.cols;
     const t = data.tracks[track[row]];
+    const kids = childrenOf(data, row);
     el.replaceChildren(table([
       ["Name", names[name[row]]], ["Category", PALETTE[categoryOf(data, row)][2]],
       ["Start", formatDuration(ts[row], 3)], ["Duration", formatDuration(dur[row], 3)],
+      ["Self time", formatDuration(selfTimeNs(data, row, kids), 3)],
       ...(t.rank !== undefined ? [["Rank", String(t.rank)]] : []),
       [t.gpu ? "Stream" : "Thread", t.label], ["Process", t.group],
     ]));
+    el.append(related(parentOf(data, row), kids));
     const p = view.partnerRow;
     if (p >= 0) {
       const btn = document.createElement("button");
@@ -45,20 +52,36 @@ export function createPanels(el, data, view, sliceUrl, onSelect) {
     el.append(h, table(args));
   }
 
-  function showArea(area) {
-    const s = areaSummary(data, area);
-    const title = document.createElement("p");
-    const strong = document.createElement("strong");
-    strong.textContent = "Area selection";
-    title.append(strong, ` · ${formatDuration(s.span_ns, 3)}`);
-    el.replaceChildren(
-      title,
-      table(s.names.slice(0, 25).map((n) => [n.name.slice(0, 70), n.count.toLocaleString(), formatDuration(n.wall_ns, 3),
-                                             formatDuration(n.wall_ns / n.count, 3)]),
-            ["Name", "Count", "Wall", "Avg"], "area"),
-      table(s.tracks.map((t) => [t.label, formatDuration(t.busy_ns, 3), formatDuration(t.idle_ns, 3)]),
-            ["Track", "Busy", "Idle"], "area"));
+  // Parent and children as buttons that select (and reveal) them.
+  function related(parent, kids) {
+    const box = document.createElement("div");
+    box.className = "related";
+    const link = (r) => {
+      const b = document.createElement("button");
+      b.type = "button";
+      b.className = "linkish";
+      b.dataset.row = String(r);
+      b.textContent = `${names[data.cols.name[r]].slice(0, 80)} · ${formatDuration(data.cols.dur[r], 3)}`;
+      b.addEventListener("click", () => onSelect(r));
+      return b;
+    };
+    const h = (text) => { const x = document.createElement("h3"); x.textContent = text; return x; };
+    box.append(h("Parent"));
+    if (parent >= 0) box.append(link(parent));
+    else { const p = document.createElement("p"); p.className = "note"; p.textContent = "none: a top-level slice"; box.append(p); }
+    box.append(h(`Children (${kids.length.toLocaleString()})`));
+    if (kids.length) {
+      const ol = document.createElement("ol");
+      ol.className = "children";
+      kids.slice(0, MAX_CHILDREN).forEach((r) => { const li = document.createElement("li"); li.append(link(r)); ol.append(li); });
+      box.append(ol);
+      if (kids.length > MAX_CHILDREN) { const p = document.createElement("p"); p.className = "note"; p.textContent = `and ${kids.length - MAX_CHILDREN} more`; box.append(p); }
+    }
+    return box;
   }
+
+  const pivot = createPivot(areaEl, data);
+  const showArea = (area) => pivot.show(area);
 
   return { describe, showArea };
 }

@@ -5,7 +5,9 @@
 
 import { load, partner } from "./data.js";
 import { LAYOUT, PALETTE, paint, tracksTop } from "./paint.js";
+import { createDrawer } from "./drawer.js";
 import { createPanels } from "./panels.js";
+import { setupQuery } from "./query.js";
 import { TimeScale } from "./timescale.js";
 import { heldZoomFactor } from "./motion.js";
 import { NOTES_ROW_PX, createNotes, paintNotes } from "./notes.js";
@@ -59,12 +61,7 @@ export async function mount(root, url, opts = {}) {
       if (!collapsed) g.tracks.filter((t) => !view.pinned.has(t.id)).forEach((t) => add(t, false));
     }
     view.layout = { items, height: y };
-    // The panes grow with the tracks up to the window's height, so a short trace leaves
-    // room for the case's charts below instead of an empty canvas.
-    // A custom property, not the height itself: under ~1000 px the side panel stacks below
-    // the timeline (site.css) and this sizes only the timeline's row.
-    const panes = canvas.parentElement;
-    panes.style.setProperty("--panes-h", `${Math.max(520, Math.min(y + 40, window.innerHeight - 200))}px`);  // 520: room for a tool's output and chart beside a short trace
+    // the timeline's height is the drawer's business (drawer.js): it takes what the drawer leaves
   }
 
   const stats = { firstPaintMs: null, frames: [], loadedMs: performance.now() };
@@ -152,7 +149,10 @@ export async function mount(root, url, opts = {}) {
     return -1;
   }
 
-  const panels = createPanels(root.querySelector("[data-details]"), data, view, opts.sliceUrl, (row) => select(row, true));
+  const drawer = createDrawer(root);
+  const panels = createPanels(root.querySelector("[data-details]"), data, view, opts.sliceUrl, (row) => select(row, true),
+                              root.querySelector("[data-area]"));
+  setupQuery(root, data, (row) => select(row, true, null));  // the results stay in view: stepping through them
   const notes = createNotes(root.querySelector("[data-notes]"), {
     storageKey: opts.notesKey === undefined ? `tracedojo:notes:${location.pathname}${location.search.replace(/[?&]testing=1/, "")}` : opts.notesKey,
     onAdd: opts.onNote,
@@ -164,11 +164,25 @@ export async function mount(root, url, opts = {}) {
   const notesRow = () => { view.notesRowPx = notes.list().length ? NOTES_ROW_PX : 0; };
   notesRow();
 
-  function select(row, reveal) {
+  // The tracks an area drag covered vertically (content y, scroll included): a folded
+  // group's header stands for its tracks.
+  function tracksBetween(y0, y1) {
+    const lo = Math.min(y0, y1), hi = Math.max(y0, y1);
+    const out = [];
+    for (const i of view.layout.items) {
+      if (i.y + i.h <= lo || i.y > hi) continue;
+      if (i.kind === "track") out.push(i.track);
+      else if (i.collapsed) data.tracks.forEach((t) => { if (t.group === i.label && !view.pinned.has(t.id)) out.push(t.id); });
+    }
+    return [...new Set(out)];
+  }
+
+  function select(row, reveal, tab = "current") {
     view.selectedRow = row;
     view.partnerRow = row >= 0 ? partner(data, row) : -1;
     view.area = null;
     panels.describe(row);
+    if (row >= 0 && tab) drawer.show(tab, { bring: true });
     if (reveal && row >= 0) revealRow(view, row);
     redraw();
   }
@@ -197,7 +211,7 @@ export async function mount(root, url, opts = {}) {
       if (item && item.kind === "group") { view.collapsed.has(item.label) ? view.collapsed.delete(item.label) : view.collapsed.add(item.label); relayout(); redraw(); }
       else if (item && item.kind === "track") { view.pinned.has(item.track) ? view.pinned.delete(item.track) : view.pinned.add(item.track); relayout(); redraw(); }
       return;
-    } else drag = { mode: "area", x, t0: view.scale.t(x - LAYOUT.labelW), moved: false };
+    } else drag = { mode: "area", x, y: y + view.scrollY, t0: view.scale.t(x - LAYOUT.labelW), moved: false };
   });
   window.addEventListener("mousemove", (e) => {
     const rect = canvas.getBoundingClientRect();
@@ -208,7 +222,8 @@ export async function mount(root, url, opts = {}) {
       if (drag.mode === "pan") { view.scale.pan(drag.x - x); drag.x = x; }
       else if (drag.moved) {
         const t1 = view.scale.t(x - LAYOUT.labelW);
-        view.area = { start_ns: Math.min(drag.t0, t1), end_ns: Math.max(drag.t0, t1) };
+        const yNow = e.clientY - rect.top + view.scrollY;
+        view.area = { start_ns: Math.min(drag.t0, t1), end_ns: Math.max(drag.t0, t1), tracks: tracksBetween(drag.y, yNow) };
         view.selectedRow = -1;
       }
     }
@@ -217,7 +232,7 @@ export async function mount(root, url, opts = {}) {
   window.addEventListener("mouseup", (e) => {
     if (!drag) return;
     const d = drag; drag = null;
-    if (d.mode === "area" && d.moved) { panels.showArea(view.area); opts.onArea && opts.onArea(view.area); }
+    if (d.mode === "area" && d.moved) { panels.showArea(view.area); drawer.show("area", { bring: true }); opts.onArea && opts.onArea(view.area); }
     else if (!d.moved) { const rect = canvas.getBoundingClientRect(); select(sliceAt(e.clientX - rect.left, e.clientY - rect.top), false); }
     redraw();
   });
@@ -334,7 +349,7 @@ export async function mount(root, url, opts = {}) {
   // An area from the keys (R, B/E, arrows): a zero-width one is a start waiting for its end.
   function setArea(area) {
     view.area = area; view.selectedRow = -1; view.partnerRow = -1;
-    if (area && area.end_ns > area.start_ns) { panels.showArea(area); opts.onArea && opts.onArea(area); }
+    if (area && area.end_ns > area.start_ns) { panels.showArea(area); drawer.show("area", { bring: true }); opts.onArea && opts.onArea(area); }
     redraw();
   }
   const linkButton = root.querySelector("[data-permalink]");
@@ -369,6 +384,7 @@ export async function mount(root, url, opts = {}) {
     view, redraw, stats,
     idle: () => new Promise((res) => { if (!pending && !held.size) res(); else idleWaiters.push(res); }),
     visibleSliceCount: () => view.lastDrawn,
+    drawer: () => drawer.state(),  // {open, height_px, tab}
     selection: () => (view.area ? { start_us: view.area.start_ns / 1e3, end_us: view.area.end_ns / 1e3 } : null),
     selectedSlice: () => (view.selectedRow >= 0 ? data.header.names[data.cols.name[view.selectedRow]] : null),
     setWindow: (startNs, endNs) => { view.scale.set(startNs, endNs, view.scale.width); redraw(); },
@@ -394,9 +410,12 @@ export async function mount(root, url, opts = {}) {
       }
       if (selection) {
         const row = selection.row != null && selection.row < data.count ? selection.row : -1;
-        if (row !== view.selectedRow) { view.selectedRow = row; view.partnerRow = row >= 0 ? partner(data, row) : -1; panels.describe(row); }
+        if (row !== view.selectedRow) {
+          view.selectedRow = row; view.partnerRow = row >= 0 ? partner(data, row) : -1; panels.describe(row);
+          if (row >= 0) drawer.show("current");
+        }
         view.area = selection.area ? { ...selection.area } : null;
-        if (view.area && row < 0) panels.showArea(view.area);
+        if (view.area && row < 0) { panels.showArea(view.area); drawer.show("area"); }
       }
       redraw();
     },
