@@ -11,7 +11,7 @@ import pytest
 
 import scenarios
 from tests.server import wait_until
-from tests.test_browser import browser, drag, open_viewer, page, server  # noqa: F401  (fixtures)
+from tests.test_browser import browser, measurements_tab, open_viewer, page, server  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.skipif(not __import__("pathlib").Path("/usr/bin/chromium").exists(),
                                 reason="Debian's chromium is not installed at /usr/bin/chromium")
@@ -48,9 +48,10 @@ def test_straggler_opens_on_the_briefs_rank_and_the_switcher_stacks_every_rank(p
     s = steps[1]
     page.evaluate(f"window.timelineTest.setWindow({s['start_ns']}, {s['end_ns']})")
     page.evaluate("window.timelineTest.idle()")
-    drag(page, s["start_ns"] + 0.1 * (s["end_ns"] - s["start_ns"]), s["start_ns"] + 0.9 * (s["end_ns"] - s["start_ns"]),
-         track=f"rank {brief_rank} · stream")
-    rows = page.locator("[data-details] table.area").last.locator("tbody tr td:first-child").all_inner_texts()
+    # an area over every track (the mirror's way in: a drag covers only the tracks under it)
+    page.evaluate(f"window.timelineTest.mirror({{selection: {{area: {{start_ns: {s['start_ns']}, end_ns: {s['end_ns']}}}}}}})")
+    rows = page.locator("[data-area] table.area.tracks tbody tr td:nth-child(2)").all_inner_texts()
+    rows = [r.split(" / ", 1)[1] for r in rows]  # "rank 3 · GPU 3 / rank 3 · stream 7 · compute": the track's own label
     assert len(rows) >= inst.ranks, rows
     assert all(re.match(r"rank \d+ · ", r) for r in rows), rows
     assert len({r.split(" · ")[0] for r in rows}) == inst.ranks, rows  # every rank's rows, each named
@@ -65,6 +66,7 @@ def test_straggler_opens_on_the_briefs_rank_and_the_switcher_stacks_every_rank(p
 def test_the_per_rank_measurement_links_each_rank_to_its_view(page, server):  # noqa: F811
     inst = scenarios.get("straggler").instance("canonical")
     open_viewer(page, server, "/scenarios/straggler/canonical")
+    measurements_tab(page)
     page.select_option("#tool-select", label=next(o for o in page.locator("#tool-select option").all_inner_texts()
                                                   if o.startswith("per-rank")))
     page.get_by_role("button", name="Run").click()

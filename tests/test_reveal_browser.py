@@ -111,7 +111,7 @@ def test_period_and_comma_walk_the_track_and_r_makes_an_area(page, server):
     page.keyboard.press("r")
     sel = js(page, "selection()")
     assert sel["start_us"] * 1e3 == pytest.approx(first["ts"]) and sel["end_us"] * 1e3 == pytest.approx(first["ts"] + first["dur"])
-    assert "Area selection" in page.locator("[data-details]").inner_text()
+    assert "Area selection" in page.locator("[data-area]").inner_text()
     assert js(page, "selectedSlice()") is None
 
 
@@ -128,7 +128,7 @@ def test_b_e_and_the_arrows_make_an_area_without_a_mouse(page, server):
     page.keyboard.press("Shift+ArrowLeft")  # the start likewise
     sel = js(page, "selection()")
     assert (sel["start_us"], sel["end_us"]) == pytest.approx((149e3, 201e3))
-    panel = page.locator("[data-details]").inner_text()
+    panel = page.locator("[data-area]").inner_text()
     assert "Area selection" in panel and "52 ms" in panel
 
 
@@ -167,6 +167,7 @@ def test_notes_are_drawn_listed_revealed_and_survive_a_reload(page, server):
     wait_until(page, "window.timelineTest !== undefined", timeout=20000)
     idle(page)
     assert [n["text"] for n in js(page, "notes()")] == ["the all-reduce nobody overlaps", "here"]
+    page.get_by_role("tab", name="Notes").click()
     listed = page.locator("[data-notes] li")
     assert listed.count() == 2 and "the all-reduce nobody overlaps" in listed.first.inner_text()
     listed.first.get_by_role("button").first.click()  # reveals it

@@ -23,7 +23,7 @@ export function noteLabel(n) {
   return `${where} · ${n.text}`;
 }
 
-export function createNotes(el, { storageKey, onAdd, onReveal, onChange, returnFocus }) {
+export function createNotes(el, { storageKey, onAdd, onReveal, onChange, returnFocus, onBegin }) {
   let notes = loadStored(storageKey);
   const save = () => { if (storageKey) try { localStorage.setItem(storageKey, JSON.stringify(notes.slice(-200))); } catch { /* full: kept for this page */ } };
   let list = null, form = null;
@@ -60,7 +60,8 @@ export function createNotes(el, { storageKey, onAdd, onReveal, onChange, returnF
     });
     cancel.addEventListener("click", close);
     input.addEventListener("keydown", (e) => { if (e.key === "Escape") { e.preventDefault(); e.stopPropagation(); close(); } });
-    form.begin = (s) => { span = s; form.hidden = false; input.value = ""; input.focus(); };
+    // onBegin first: the list may sit in a folded drawer or a hidden tab, where the input takes no focus
+    form.begin = (s) => { span = s; if (onBegin) onBegin(); form.hidden = false; input.value = ""; input.focus(); };
   }
 
   function render() {

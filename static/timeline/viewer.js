@@ -159,6 +159,7 @@ export async function mount(root, url, opts = {}) {
     onReveal: (n) => { revealSpan(view, n.start_ns, n.end_ns ?? n.start_ns); redraw(); },
     onChange: () => { notesRow(); relayout(); redraw(); },
     returnFocus: () => canvas.focus({ preventScroll: true }),
+    onBegin: () => drawer.show("notes", { bring: true }),
   });
   // the notes' row under the ruler is there while there are notes
   const notesRow = () => { view.notesRowPx = notes.list().length ? NOTES_ROW_PX : 0; };
