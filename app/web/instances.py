@@ -134,9 +134,11 @@ def timeline_body(inst: Instance, rank: int | str, title: str) -> bytes:
             steps = inst.trace(0 if rank == "all" else rank).profiler_steps_ns()
         if rank == "all":
             slices = timeline.stack([timeline.from_trace(inst.trace(r)) for r in range(inst.ranks)])
+            counters = [{**c, "name": f"rank {r} · {c['name']}"} for r in range(inst.ranks) for c in inst.counters(r)]
         else:
             slices = timeline.from_trace(inst.trace(rank))
-        return inst, gzip.compress(timeline.encode(slices, title, steps), compresslevel=1)
+            counters = inst.counters(rank)
+        return inst, gzip.compress(timeline.encode(slices, title, steps, counters), compresslevel=1)
 
     return http(lambda: _bodies().get((id(inst), rank), build))[1]
 

@@ -291,8 +291,11 @@ def tracks(s: Slices) -> tuple[list[dict], np.ndarray]:
     return out, lookup[inverse]
 
 
-def encode(s: Slices, title: str, steps_ns: list[tuple[float, float]] | None = None) -> bytes:
-    """The binary the viewer decodes (static/timeline/data.js). `steps_ns` are absolute."""
+def encode(s: Slices, title: str, steps_ns: list[tuple[float, float]] | None = None,
+           counters: list[dict] | None = None) -> bytes:
+    """The binary the viewer decodes (static/timeline/data.js). `steps_ns` are absolute, and so
+    are the `ts_ns` of `counters` ({name, unit, ts_ns, values}: a step chart, each value holding
+    until the next sample), which ride in the header: a few hundred samples, not columns."""
     track_list, track = tracks(s)
     order = np.lexsort((-s.dur_ns, s.ts_ns, track))
     cols = {
@@ -306,6 +309,8 @@ def encode(s: Slices, title: str, steps_ns: list[tuple[float, float]] | None = N
               # stacked ranks open with their host threads folded: the GPUs are the comparison
               "collapsed": sorted({t["group"] for t in track_list if t["group"].startswith("rank ")
                                    and t["group"].endswith("· host")}),
+              "counters": [{"name": c["name"], "unit": c["unit"], "ts_ns": [float(t) - s.t0_ns for t in c["ts_ns"]],
+                            "values": [float(v) for v in c["values"]]} for c in (counters or [])],
               "columns": []}
     offset = 0
     for name, a in cols.items():

@@ -2,6 +2,7 @@
 // Perfetto users' hands expect (W/S zoom, A/D pan, Ctrl+wheel, drag to select an area,
 // Shift+drag or the ruler to pan, click for details, / search, F focus, M mark, ? help).
 
+import { layoutCounters } from "./counters.js";
 import { load, partner } from "./data.js";
 import { LAYOUT, PALETTE, paint, tracksTop } from "./paint.js";
 import { createPanels } from "./panels.js";
@@ -46,6 +47,7 @@ export async function mount(root, url, opts = {}) {
       y += h;
     };
     pinned.forEach((t) => add(t, true));
+    y = layoutCounters(data, view.collapsed, items, y);
     for (const g of groups) {
       const collapsed = view.collapsed.has(g.label);
       items.push({ kind: "group", label: g.label, y, h: LAYOUT.groupH, collapsed });
@@ -318,6 +320,7 @@ export async function mount(root, url, opts = {}) {
     view, redraw, stats,
     idle: () => new Promise((res) => { if (!pending && !held.size) res(); else idleWaiters.push(res); }),
     visibleSliceCount: () => view.lastDrawn,
+    counters: () => [...(view.countersDrawn || [])],  // the counter tracks drawn in the last frame
     selection: () => (view.area ? { start_us: view.area.start_ns / 1e3, end_us: view.area.end_ns / 1e3 } : null),
     selectedSlice: () => (view.selectedRow >= 0 ? data.header.names[data.cols.name[view.selectedRow]] : null),
     setWindow: (startNs, endNs) => { view.scale.set(startNs, endNs, view.scale.width); redraw(); },
