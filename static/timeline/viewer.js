@@ -17,7 +17,8 @@ export async function mount(root, url, opts = {}) {
   status.textContent = `${data.count.toLocaleString()} slices`;
 
   const view = {
-    data, scale: new TimeScale(0, data.endNs, 100), width: 0, height: 0, scrollY: 0,
+    // opts.scale: a TimeScale shared with another viewer (before/after: one window over both)
+    data, scale: opts.scale || new TimeScale(0, data.endNs, 100), width: 0, height: 0, scrollY: 0,
     selectedRow: -1, partnerRow: -1, area: null, marks: opts.marks ? [...opts.marks] : [], matches: null, cursorX: null,
     collapsed: new Set(data.header.collapsed || []), pinned: new Set(),
     layout: { items: [], height: 0 }, lastDrawn: 0,
