@@ -5,6 +5,8 @@ applied (Scenario.fixable, `fixed=True`), on one clock. What changed, in the key
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from app.scenario import Instance, observation
@@ -29,17 +31,23 @@ def step_figures(before: Instance, after: Instance) -> dict:
     return out
 
 
+# Names that number each occurrence (ProfilerStep#12664) are one name in the diff: otherwise
+# every step is a row of its own, present on one side only, and buries the kernels.
+NUMBERED = re.compile(r"^(ProfilerStep#)\d+$")
+
+
 def name_totals(t: Trace) -> dict[str, tuple[int, float]]:
     """Every slice name in the trace: (occurrences, total duration in ns), as the timeline
-    draws them (every row of the trace)."""
+    draws them (every row of the trace); a numbered name (NUMBERED) counted under its stem."""
     n = len(t.names)
     idx = np.asarray(t.name, np.int64)
     count = np.bincount(idx, minlength=n)
     total = np.bincount(idx, weights=np.asarray(t.dur_ns, np.float64), minlength=n)
     out: dict[str, tuple[int, float]] = {}
     for i in np.flatnonzero(count):
-        c, s = out.get(t.names[i], (0, 0.0))  # a name listed twice sums
-        out[t.names[i]] = (c + int(count[i]), s + float(total[i]))
+        name = NUMBERED.sub(r"\1*", t.names[i])
+        c, s = out.get(name, (0, 0.0))  # several names under one stem sum
+        out[name] = (c + int(count[i]), s + float(total[i]))
     return out
 
 
