@@ -66,6 +66,12 @@ def test_the_straggler_draws_its_counter_tracks(page, server):
     assert "SM clock (MHz)" in texts
     open_viewer(page, f"{server}/scenarios/straggler/canonical?rank=all&testing=1")
     page.evaluate("window.timelineTest.idle()")
+    # every rank's counters start folded (16 tracks would push the GPUs off the screen): open them
+    assert page.evaluate("window.timelineTest.counters()") == []
+    y = page.evaluate("window.timelineTest.view.layout.items.find((i) => i.kind === 'group' && i.label === 'Counters').y")
+    box = page.locator("#viewer canvas").bounding_box()
+    page.mouse.click(box["x"] + 30, box["y"] + y + 8)
+    page.evaluate("window.timelineTest.idle()")
     drawn = page.evaluate("window.timelineTest.counters()")
     assert f"rank {s} · SM clock" in drawn and "rank 0 · power" in drawn
 

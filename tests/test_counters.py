@@ -33,6 +33,7 @@ def test_the_throttled_ranks_clock_reads_the_scenarios_throttled_mhz():
         assert set(c["SM clock"]["values"]) == {slow if r == s else healthy}
         assert c["SM clock"]["unit"] == "MHz" and c["power"]["unit"] == "W"
         assert set(c["power"]["values"]) == {inst.artifacts["gpus"][r]["power_w"]}
+    assert "Counters" in header(inst, "all")["collapsed"] and "Counters" not in header(inst, 0)["collapsed"]
     stacked = by_name(header(inst, "all"))
     assert set(stacked[f"rank {s} · SM clock"]["values"]) == {slow}
     assert len(stacked) == 2 * inst.ranks

@@ -308,7 +308,9 @@ def encode(s: Slices, title: str, steps_ns: list[tuple[float, float]] | None = N
               "steps": [{"start_ns": a - s.t0_ns, "end_ns": b - s.t0_ns} for a, b in (steps_ns or [])],
               # stacked ranks open with their host threads folded: the GPUs are the comparison
               "collapsed": sorted({t["group"] for t in track_list if t["group"].startswith("rank ")
-                                   and t["group"].endswith("· host")}),
+                                   and t["group"].endswith("· host")}
+                                  # many counters (every rank's) would push the GPUs off the screen
+                                  | ({"Counters"} if len(counters or []) > 4 else set())),
               "counters": [{"name": c["name"], "unit": c["unit"], "ts_ns": [float(t) - s.t0_ns for t in c["ts_ns"]],
                             "values": [float(v) for v in c["values"]]} for c in (counters or [])],
               "columns": []}

@@ -9,9 +9,16 @@ export const COUNTER_H = 40;  // px: room for the chart and the value label over
 export const COUNTERS_GROUP = "Counters";
 const FILL = "rgba(0,114,178,0.28)", LINE = "#005a8c", TEXT = "#222";
 
-// Each counter's maximum, once per load (the chart's scale).
+// Each chart's scale, once per load: the maximum over the counters of one metric (a name and
+// unit, whichever rank: "rank 3 · SM clock" beside "rank 0 · SM clock"), so stacked ranks
+// compare by height, as Perfetto's shared y-axis does.
+const metric = (c) => `${c.name.replace(/^rank \d+ · /, "")}|${c.unit}`;
 function prepared(data) {
-  if (!data.counterMax) data.counterMax = (data.header.counters || []).map((c) => Math.max(0, ...c.values));
+  if (!data.counterMax) {
+    const list = data.header.counters || [], top = new Map();
+    for (const c of list) top.set(metric(c), Math.max(top.get(metric(c)) || 0, ...c.values));
+    data.counterMax = list.map((c) => top.get(metric(c)));
+  }
   return data.counterMax;
 }
 
@@ -55,7 +62,7 @@ export function paintCounter(ctx, view, item, y, top) {
     ctx.fillStyle = TEXT; ctx.font = "11px system-ui, sans-serif";
     ctx.fillText(counterLabel(c), 14, y + 11);
     ctx.fillStyle = "#57606a"; ctx.font = "10px system-ui, sans-serif";
-    ctx.fillText(`max ${fmt(max)} ${c.unit}`, 14, y + 26);
+    ctx.fillText(`scale 0–${fmt(max)} ${c.unit}`, 14, y + 26);
     ctx.font = "11px system-ui, sans-serif";
   }
   ctx.strokeStyle = "#e3e3e3"; ctx.beginPath(); ctx.moveTo(0, y + item.h - 0.5); ctx.lineTo(width, y + item.h - 0.5); ctx.stroke();
