@@ -70,3 +70,29 @@ def test_prefill_counts_the_queue_and_the_decode_batch_from_its_simulation():
 def test_a_scenario_without_counters_has_none(sid):
     inst = instances.instance(sid, "canonical")
     assert header(inst, 0)["counters"] == []
+
+
+def test_an_uploads_memory_events_become_memory_in_use():
+    """torch.profiler(profile_memory=True) writes `[memory]` instants: Total Allocated after each
+    allocation or free, per device. The viewer's counter is that series, in MiB."""
+    from app.trace import importer
+    from app.web import timeline
+
+    mib = 2**20
+    events = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1000.0, "dur": 50.0,
+               "args": {"stream": 7, "correlation": 1}},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 990.0, "dur": 80.0}]
+    allocated = [(995.0, 0, 64 * mib), (1010.0, 0, 192 * mib), (1060.0, 0, 64 * mib), (1000.0, -1, 3 * mib)]
+    events += [{"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts,
+                "args": {"Device Type": 1 if dev >= 0 else 0, "Device Id": dev, "Addr": 1, "Bytes": 1,
+                         "Total Allocated": b, "Total Reserved": b}} for ts, dev, b in allocated]
+    tr = importer.load(json.dumps({"traceEvents": events}).encode())
+    s = timeline.from_import(tr)
+    body = timeline.encode(s, "t", [], timeline.memory_from_import(tr))
+    h = json.loads(body[4:4 + int.from_bytes(body[:4], "little")])
+    c = by_name(h)
+    gpu = c["memory allocated · GPU 0"]
+    assert gpu["unit"] == "MiB" and gpu["values"] == [64.0, 192.0, 64.0]
+    assert gpu["ts_ns"] == [pytest.approx(5_000.0), pytest.approx(20_000.0), pytest.approx(70_000.0)]  # from 990 µs
+    assert c["memory allocated · CPU"]["values"] == [3.0]
+    assert [x["name"] for x in h["counters"]][0].endswith("GPU 0")  # GPUs first

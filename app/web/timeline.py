@@ -133,6 +133,25 @@ def from_import(tr) -> Slices:
                   process_label=labels, thread_name=thread_name)
 
 
+def memory_from_import(tr, shift_ns: int = 0) -> list[dict]:
+    """Memory in use as counters, from the `[memory]` instant events torch.profiler writes with
+    profile_memory=True (args "Total Allocated" in bytes after each allocation or free, "Device
+    Id" -1 for the CPU): one counter per device, in MiB, ts on the file's clock (+ `shift_ns`)."""
+    rows = tr.con.execute("""
+        SELECT TRY_CAST(args ->> 'Device Id' AS BIGINT) AS dev, ts, TRY_CAST(args ->> 'Total Allocated' AS DOUBLE) AS b
+        FROM events WHERE name = '[memory]' AND ts IS NOT NULL AND isfinite(ts)
+              AND TRY_CAST(args ->> 'Total Allocated' AS DOUBLE) IS NOT NULL
+        ORDER BY dev, ts, idx""").fetchall()
+    out: dict[int, dict] = {}
+    for dev, ts, b in rows:
+        dev = -1 if dev is None else int(dev)
+        c = out.setdefault(dev, {"name": "memory allocated · " + ("CPU" if dev < 0 else f"GPU {dev}"), "unit": "MiB",
+                                 "ts_ns": [], "values": []})
+        c["ts_ns"].append(float(ts) * 1e3 + shift_ns)
+        c["values"].append(b / 2**20)
+    return [out[d] for d in sorted(out, key=lambda d: (d < 0, d))]  # GPUs first
+
+
 def stack(ranks: list[Slices], rank_ids: list[int] | None = None) -> Slices:
     """Several ranks' slices on one clock, each rank's processes labelled and ordered
     "rank R · host" then "rank R · GPU", rank by rank (the straggler view). R is the rank's
