@@ -262,6 +262,11 @@ class Scenario:
     older: tuple[int, ...] = ()
     # Versions whose build can apply the key's fix (`fixed()`); the others answer that they cannot.
     fixable: tuple[int, ...] = ()
+    # Counter tracks (SM clock, power, queue depth...) computed from the same physics as the
+    # trace: (instance, rank) -> [{name, unit, ts_ns, values}], ts_ns on the trace's clock, each
+    # value holding from its time to the next. A side channel beside the Kineto export, whose
+    # bytes stay as they were (tests/test_versions.py); the viewer draws them as Perfetto does.
+    counters: Callable[["Instance", int], list[dict]] | None = None
 
     @property
     def versions(self) -> tuple[int, ...]:
@@ -368,6 +373,14 @@ class Instance:
             with _within(self.budget, self.overrides), _version(self.version), _fixing(self.fixed):
                 self._traces[rank] = self.built.trace_for_rank(rank)
         return self._traces[rank]
+
+    def counters(self, rank: int = 0) -> list[dict]:
+        """The rank's counter tracks where the scenario has them (Scenario.counters), else none."""
+        hook = self.scenario.counters
+        if hook is None:
+            return []
+        with _version(self.version), _fixing(self.fixed):
+            return hook(self, rank)
 
     def memory_bytes(self) -> int:
         """The traces built so far (the bulk of an instance) and a rough figure for the rest."""

@@ -1138,11 +1138,39 @@ def _key_and_artifacts(p, rng, seed, gpu, m, tp, ph, sim, kinds, groups, trace, 
     return Built(key=key, artifacts=artifacts, trace_for_rank=lambda rank: trace, ranks=1)
 
 
+def counters(inst, rank: int) -> list[dict]:
+    """The scheduler's queues as vLLM's metrics name them, from the build's request log and
+    iterations (the same simulation the trace is emitted from): requests waiting (arrived, first
+    token not out yet: queued or in their prefill) and the decode batch (the tokens an iteration
+    decodes: none while a whole prefill runs). Times on the trace's clock, from step 0's start.
+    The fixed build keeps no request log: no counters."""
+    a = inst.artifacts
+    if "request_log" not in a or "iterations" not in a:
+        return []
+    t0_ns = a["steps"][0]["start_us"] * 1e3
+    ev: dict[float, int] = {}
+    for r in a["request_log"]:
+        if r["arrival_ms"] < 0 or not r["token_times_ms"]:  # arrived before the window: not queued in it
+            continue
+        ev[r["arrival_ms"]] = ev.get(r["arrival_ms"], 0) + 1
+        ev[r["token_times_ms"][0]] = ev.get(r["token_times_ms"][0], 0) - 1
+    times, depth, waiting = [0.0], [0], 0
+    for t_ms in sorted(ev):
+        waiting += ev[t_ms]
+        times.append(t_ms)
+        depth.append(waiting)
+    its = a["iterations"]
+    return [{"name": "requests waiting", "unit": "requests", "ts_ns": [t0_ns + t * 1e6 for t in times],
+             "values": [float(d) for d in depth]},
+            {"name": "decode batch", "unit": "tokens", "ts_ns": [t0_ns + it["start_ms"] * 1e6 for it in its],
+             "values": [float(it["decode_tokens"]) for it in its]}]
+
+
 scenario = Scenario(
     id="prefill", version=2, older=(1,), fixable=(2,), title="Serving: prefill blocking decode",
     signature="ITL spikes are a busy GPU, not an idle one: one iteration carries a whole long prefill while every "
               "decode stream waits",
-    Params=Params, build=build,
+    Params=Params, build=build, counters=counters,
     observations=("prefill_ms", "itl_p50_ms", "itl_p99_ms", "expected_itl_p99_ms", "ttft_ms", "expected_ttft_ms",
                   "prefill_tokens", "chunk_tokens", "chunk_prefill_ms", "mixed_iteration_ms", "decode_iteration_ms",
                   "long_prompt_share_pct", "ttft_increase_pct", "streams", "max_iteration_ms"),

@@ -995,10 +995,20 @@ def _longest_hole(tr: Trace, lo: int, hi: int) -> dict:
     return {"start_us": a / 1e3, "end_us": z / 1e3}
 
 
+def counters(inst, rank: int) -> list[dict]:
+    """Rank `rank`'s GPU as DCGM samples it (the build's `gpus` report, the throttled rank's
+    clock and power among them) over the span of its trace: SM clock (MHz) and power (W)."""
+    g = next(x for x in inst.artifacts["gpus"] if x["index"] == rank)
+    t = inst.trace(rank)
+    span = [int(t.ts_ns.min()), int((t.ts_ns + t.dur_ns).max())] if len(t) else [0, 0]
+    return [{"name": "SM clock", "unit": "MHz", "ts_ns": span, "values": [float(g["sm_clock_mhz"])] * 2},
+            {"name": "power", "unit": "W", "ts_ns": span, "values": [float(g["power_w"])] * 2}]
+
+
 scenario = Scenario(
     id="straggler", version=3, older=(1, 2), fixable=(2, 3), title="Straggler rank: every collective waits for one GPU",
     signature="Long NCCL collectives on every rank but one; that rank computes ~1.5x slower",
-    Params=Params, build=build,
+    Params=Params, build=build, counters=counters,
     observations=("straggler_rank", "straggler_compute_ms", "peer_compute_ms", "wait_ms", "comm_ms", "allreduce_ms",
                   "sm_clock_mhz"),
     seed_headlines={"step_ms": 610, "allreduce_ms": 215, "straggler_compute_ms": 590, "peer_compute_ms": 395,

@@ -137,8 +137,9 @@ def login(page, base: str, email: str) -> None:
 
 def settle(page) -> None:
     """Wait for a page's timeline (if it has one) to load and paint."""
-    if page.locator("#viewer").count():
-        wait_until(page, "/slices|could not/.test(document.querySelector('[data-status]').textContent)", 30000)
+    if page.locator(".viewer").count():  # every viewer on the page (before/after has two)
+        wait_until(page, "[...document.querySelectorAll('[data-status]')].every((e) => /slices|could not/.test(e.textContent))",
+                   30000)
         page.wait_for_timeout(150)
 
 
@@ -179,7 +180,7 @@ def candidate_pages(page, base: str) -> list[str]:
     shared = page.evaluate(f"fetch('/api/attempts/{aid}/share', {{method: 'POST'}}).then(r => r.json())")
     pages = ["/", "/practice", f"/practice/{open_round['id']}", f"/practice/{aid}/report", "/attempts",
              shared["url"].removeprefix(base), "/scenarios/ddp/canonical", "/scenarios/straggler/canonical",
-             "/scenarios/skinny-gemm/canonical/fidelity", "/upload", "/login"]
+             "/scenarios/straggler/canonical/before-after", "/scenarios/skinny-gemm/canonical/fidelity", "/upload", "/login"]
     if FIXTURES.is_dir():
         up = httpx.post(f"{base}/api/traces", timeout=60,
                         files={"trace": ("rank0.json.gz", (FIXTURES / "hta_nccl_data_rank0.json.gz").read_bytes())})

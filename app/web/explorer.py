@@ -75,6 +75,10 @@ def _page(sid: str, seed: str, request: Request, rank: str | None) -> dict:
     toggle = [(k, v) for k, v in params if k != "fixed"] + ([] if inst.fixed else [("fixed", "1")])
     fix = {"fixed": inst.fixed, "can_fix": inst.version in scn.fixable,
            "toggle_url": f"/scenarios/{quote(sid)}/{quote(seed)}" + (f"?{urlencode(toggle)}" if toggle else ""),
+           "before_after_url": (f"/scenarios/{quote(sid)}/{quote(seed)}/before-after?"
+                                + urlencode([(k, v) for k, v in params if k != "fixed"]
+                                            + [("rank", str(0 if rank in (None, "all") else rank))])
+                                if inst.version in scn.fixable else None),
            "fixed_step_ms": observation(inst.fixed_key, "step_ms") if inst.fixed else None,
            "expected_step_ms": observation(inst.key, "expected_step_ms"), "step_ms": observation(inst.key, "step_ms")}
     # serving (prefill): the fix leaves the median iteration a decode batch; what it changes is ITL p99 and

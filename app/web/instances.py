@@ -25,18 +25,21 @@ from app.web import timeline
 RESERVED = {"rank", "format", "kernel", "testing", "version", "fixed"}  # kernel: ncu's -k; testing: the viewer's test hook
 
 
-def resolve(sid: str, seed: str, request: Request) -> Instance:
+def resolve(sid: str, seed: str, request: Request, fixed: bool | None = None) -> Instance:
     """An open-explorer instance from its URL: 404 for an unknown scenario, 400 naming the
-    problem for a bad seed, version or param or one past the event budget."""
+    problem for a bad seed, version or param or one past the event budget. `fixed` given: that
+    build, whatever the query's `fixed` says (the before/after page asks for both)."""
     overrides = {k: v for k, v in request.query_params.items() if k not in RESERVED}
     raw = request.query_params.get("version")
     if raw is not None and not raw.isdigit():
         raise HTTPException(400, f"version is a whole number, not {instances.clip(raw)!r}")
-    fixed = request.query_params.get("fixed", "0")
-    if fixed not in ("0", "1"):
-        raise HTTPException(400, f"fixed is 1 (the trace after the fix) or 0, not {instances.clip(fixed)!r}")
+    if fixed is None:
+        asked = request.query_params.get("fixed", "0")
+        if asked not in ("0", "1"):
+            raise HTTPException(400, f"fixed is 1 (the trace after the fix) or 0, not {instances.clip(asked)!r}")
+        fixed = asked == "1"
     return http(lambda: instances.instance(sid, instances.parse_seed(seed), overrides, int(raw) if raw else None,
-                                           fixed == "1"))
+                                           fixed))
 
 
 def http(fn):
@@ -134,10 +137,12 @@ def timeline_body(inst: Instance, rank: int | str, title: str) -> bytes:
             steps = inst.trace(0 if rank == "all" else rank).profiler_steps_ns()
         if rank == "all":
             slices = timeline.stack([timeline.from_trace(inst.trace(r)) for r in range(inst.ranks)])
+            counters = [{**c, "name": f"rank {r} · {c['name']}"} for r in range(inst.ranks) for c in inst.counters(r)]
         else:
             slices = timeline.from_trace(inst.trace(rank))
             slices.ranks = [rank]
-        return inst, gzip.compress(timeline.encode(slices, title, steps), compresslevel=1)
+            counters = inst.counters(rank)
+        return inst, gzip.compress(timeline.encode(slices, title, steps, counters), compresslevel=1)
 
     return http(lambda: _bodies().get((id(inst), rank), build))[1]
 

@@ -22,6 +22,7 @@ from app.scenario import InstanceError
 from app.scoring.score import NarrationError, NarrationTooLong
 from app.rounds import candidates, live, questions, wakeup
 from app.web import accounts as accounts_pages
+from app.web import before_after
 from app.web import attempts, calibration, candidate, explorer, exports, practice as practice_pages, review
 from app.web import round_practice, rounds, traces
 from app.web.deps import SignInFirst, store
@@ -74,6 +75,7 @@ def create_app(migrate: bool = True) -> FastAPI:
     app.include_router(rounds.router)
     app.include_router(review.router)
     app.include_router(round_practice.router)
+    app.include_router(before_after.router)
     app.include_router(explorer.router)
     app.include_router(traces.router)
     app.include_router(attempts.router)

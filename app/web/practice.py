@@ -140,7 +140,7 @@ def _report(a, attempt: dict | None = None) -> dict:
             "arithmetic": key["expected"].get("arithmetic", ""), "confirmation": key["confirmation"],
             "decisive": key["decisive_measurement"], "discipline": key["discipline"],
             "scenario": {"id": a.scenario, "title": inst.scenario.title}, "t0_marks": key["marks"],
-            "after_fix_url": _after_fix_url(a, inst)}
+            "after_fix_url": _after_fix_url(a, inst), "before_after_url": _before_after_url(a, inst)}
 
 
 def _after_fix_url(a, inst) -> str | None:
@@ -149,6 +149,15 @@ def _after_fix_url(a, inst) -> str | None:
     if inst.version not in inst.scenario.fixable:
         return None
     return f"/scenarios/{a.scenario}/{a.seed}?" + urlencode(practice.link_params(a) + [("fixed", "1")])
+
+
+def _before_after_url(a, inst) -> str | None:
+    """The open explorer's before/after page of this instance (after submission only, as the
+    whole report is): the trace after the fix over the trace as it is, on one time scale."""
+    if inst.version not in inst.scenario.fixable:
+        return None
+    q = urlencode(practice.link_params(a))
+    return f"/scenarios/{a.scenario}/{a.seed}/before-after" + (f"?{q}" if q else "")
 
 
 @router.get("/practice/{aid}/report.json")

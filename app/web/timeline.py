@@ -135,6 +135,25 @@ def from_import(tr) -> Slices:
                   process_label=labels, thread_name=thread_name)
 
 
+def memory_from_import(tr, shift_ns: int = 0) -> list[dict]:
+    """Memory in use as counters, from the `[memory]` instant events torch.profiler writes with
+    profile_memory=True (args "Total Allocated" in bytes after each allocation or free, "Device
+    Id" -1 for the CPU): one counter per device, in MiB, ts on the file's clock (+ `shift_ns`)."""
+    rows = tr.con.execute("""
+        SELECT TRY_CAST(args ->> 'Device Id' AS BIGINT) AS dev, ts, TRY_CAST(args ->> 'Total Allocated' AS DOUBLE) AS b
+        FROM events WHERE name = '[memory]' AND ts IS NOT NULL AND isfinite(ts)
+              AND TRY_CAST(args ->> 'Total Allocated' AS DOUBLE) IS NOT NULL
+        ORDER BY dev, ts, idx""").fetchall()
+    out: dict[int, dict] = {}
+    for dev, ts, b in rows:
+        dev = -1 if dev is None else int(dev)
+        c = out.setdefault(dev, {"name": "memory allocated · " + ("CPU" if dev < 0 else f"GPU {dev}"), "unit": "MiB",
+                                 "ts_ns": [], "values": []})
+        c["ts_ns"].append(float(ts) * 1e3 + shift_ns)
+        c["values"].append(b / 2**20)
+    return [out[d] for d in sorted(out, key=lambda d: (d < 0, d))]  # GPUs first
+
+
 def stack(ranks: list[Slices], rank_ids: list[int] | None = None) -> Slices:
     """Several ranks' slices on one clock, each rank's processes labelled and ordered
     "rank R · host" then "rank R · GPU", rank by rank (the straggler view). R is the rank's
@@ -300,8 +319,11 @@ def tracks(s: Slices) -> tuple[list[dict], np.ndarray]:
     return out, lookup[inverse]
 
 
-def encode(s: Slices, title: str, steps_ns: list[tuple[float, float]] | None = None) -> bytes:
-    """The binary the viewer decodes (static/timeline/data.js). `steps_ns` are absolute."""
+def encode(s: Slices, title: str, steps_ns: list[tuple[float, float]] | None = None,
+           counters: list[dict] | None = None) -> bytes:
+    """The binary the viewer decodes (static/timeline/data.js). `steps_ns` are absolute, and so
+    are the `ts_ns` of `counters` ({name, unit, ts_ns, values}: a step chart, each value holding
+    until the next sample), which ride in the header: a few hundred samples, not columns."""
     track_list, track = tracks(s)
     order = np.lexsort((-s.dur_ns, s.ts_ns, track))
     cols = {
@@ -315,7 +337,11 @@ def encode(s: Slices, title: str, steps_ns: list[tuple[float, float]] | None = N
               "steps": [{"start_ns": a - s.t0_ns, "end_ns": b - s.t0_ns} for a, b in (steps_ns or [])],
               # stacked ranks open with their host threads folded: the GPUs are the comparison
               "collapsed": sorted({t["group"] for t in track_list if t["group"].startswith("rank ")
-                                   and t["group"].endswith("· host")}),
+                                   and t["group"].endswith("· host")}
+                                  # many counters (every rank's) would push the GPUs off the screen
+                                  | ({"Counters"} if len(counters or []) > 4 else set())),
+              "counters": [{"name": c["name"], "unit": c["unit"], "ts_ns": [float(t) - s.t0_ns for t in c["ts_ns"]],
+                            "values": [float(v) for v in c["values"]]} for c in (counters or [])],
               "columns": []}
     offset = 0
     for name, a in cols.items():

@@ -70,12 +70,15 @@ def _timeline_gz(tr: ImportedTrace | list[tuple[int, ImportedTrace]], title: str
         slices = timeline.stack(parts, rank_ids=[r for r, _ in tr])
         base_ns = shifts[0]
         steps, _ = read.steps(tr[0][1])
-        return gzip.compress(timeline.encode(slices, title, [(a * 1e3 + base_ns, b * 1e3 + base_ns) for a, b in steps]),
-                             compresslevel=1)
+        counters = [{**c, "name": f"rank {r} · {c['name']}"}
+                    for (r, t), shift in zip(tr, shifts) for c in timeline.memory_from_import(t, shift)]
+        return gzip.compress(timeline.encode(slices, title, [(a * 1e3 + base_ns, b * 1e3 + base_ns) for a, b in steps],
+                                             counters), compresslevel=1)
     steps, _ = read.steps(tr)
     one = timeline.from_import(tr)
     one.ranks = [uploads.ranked([("", tr.meta)])[0][1]]  # its distributedInfo.rank, else 0
-    return gzip.compress(timeline.encode(one, title, [(a * 1e3, b * 1e3) for a, b in steps]), compresslevel=1)
+    return gzip.compress(timeline.encode(one, title, [(a * 1e3, b * 1e3) for a, b in steps],
+                                         timeline.memory_from_import(tr)), compresslevel=1)
 
 
 class _TraceParts:

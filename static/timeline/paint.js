@@ -2,6 +2,7 @@
 // track draws per pixel only what a pixel can show: after a sub-pixel slice it jumps, by
 // binary search, to the first slice still visible past the next pixel.
 
+import { paintCounter } from "./counters.js";
 import { firstEndingAfter } from "./data.js";
 import { formatDuration, ticks } from "./timescale.js";
 
@@ -73,9 +74,11 @@ export function paint(ctx, view) {
     ctx.fillStyle = "rgba(0,114,178,0.12)"; ctx.fillRect(a, top, b - a, height - top);
   }
   ctx.restore();
+  view.countersDrawn = [];
   for (const item of layout.items) {
     const y = item.y - view.scrollY;
     if (y + item.h < top || y > height) continue;
+    if (item.kind === "counter") { paintCounter(ctx, view, item, y, top); continue; }
     if (item.kind === "group") {
       ctx.fillStyle = "#eef1f5"; ctx.fillRect(0, y, width, item.h);
       if (y < top) continue;  // under the ruler and the band

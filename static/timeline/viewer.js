@@ -3,6 +3,7 @@
 // Shift+drag or the ruler to pan, click for details, / search, F focus, M mark, ? help).
 // Revealing a selection, the keyboard area, notes and permalinks: selectionkeys.js.
 
+import { layoutCounters } from "./counters.js";
 import { load, partner } from "./data.js";
 import { LAYOUT, PALETTE, paint, tracksTop } from "./paint.js";
 import { createDrawer } from "./drawer.js";
@@ -24,7 +25,8 @@ export async function mount(root, url, opts = {}) {
   status.textContent = `${data.count.toLocaleString()} slices`;
 
   const view = {
-    data, scale: new TimeScale(0, data.endNs, 100), width: 0, height: 0, scrollY: 0,
+    // opts.scale: a TimeScale shared with another viewer (before/after: one window over both)
+    data, scale: opts.scale || new TimeScale(0, data.endNs, 100), width: 0, height: 0, scrollY: 0,
     selectedRow: -1, partnerRow: -1, area: null, marks: opts.marks ? [...opts.marks] : [], matches: null, cursorX: null,
     collapsed: new Set(data.header.collapsed || []), pinned: new Set(),
     layout: { items: [], height: 0 }, lastDrawn: 0,
@@ -54,6 +56,7 @@ export async function mount(root, url, opts = {}) {
       y += h;
     };
     pinned.forEach((t) => add(t, true));
+    y = layoutCounters(data, view.collapsed, items, y);
     for (const g of groups) {
       const collapsed = view.collapsed.has(g.label);
       items.push({ kind: "group", label: g.label, y, h: LAYOUT.groupH, collapsed });
@@ -386,6 +389,7 @@ export async function mount(root, url, opts = {}) {
     idle: () => new Promise((res) => { if (!pending && !held.size) res(); else idleWaiters.push(res); }),
     visibleSliceCount: () => view.lastDrawn,
     drawer: () => drawer.state(),  // {open, height_px, tab}
+    counters: () => [...(view.countersDrawn || [])],  // the counter tracks drawn in the last frame
     selection: () => (view.area ? { start_us: view.area.start_ns / 1e3, end_us: view.area.end_ns / 1e3 } : null),
     selectedSlice: () => (view.selectedRow >= 0 ? data.header.names[data.cols.name[view.selectedRow]] : null),
     setWindow: (startNs, endNs) => { view.scale.set(startNs, endNs, view.scale.width); redraw(); },
