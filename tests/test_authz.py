@@ -100,6 +100,8 @@ TABLE: dict[str, dict] = {
     "GET /scenarios/{sid}/{seed}/key.json": OPEN, "GET /api/scenarios/{sid}/{seed}/tools/{tool_id}": OPEN,
     "POST /api/scenarios/{sid}/{seed}/score": OPEN, "POST /api/scenarios/{sid}/{seed}/sql": OPEN,
     "GET /scenarios/{sid}/{seed}/fidelity": OPEN, "GET /scenarios/{sid}/{seed}/fidelity.json": OPEN,
+    # the trace after the fix over the trace as it is: the explorer's own fixed build, as open as it
+    "GET /scenarios/{sid}/{seed}/before-after": OPEN, "GET /scenarios/{sid}/{seed}/before-after.json": OPEN,
 
     # Uploads: anonymous practice, open to all; an upload is reached by its id (its content's hash).
     "GET /upload": OPEN, "POST /upload": OPEN, "POST /api/traces": OPEN,

@@ -109,6 +109,16 @@ def test_a_practice_round_on_a_multi_rank_case_opens_on_the_briefs_rank_and_swit
         list(range(inst.ranks))
 
 
+def test_a_practice_round_draws_no_counter_tracks_where_the_explorer_does(client):
+    """The straggler's SM-clock counter is the reading its decisive measurement is for: the
+    candidate's own timeline leaves it out (the explorer, the console and the review keep it)."""
+    aid = client.post("/api/attempts", json={"scenario": "straggler", "seed": "canonical"}).json()["id"]
+    for rank in ("0", "all"):
+        url = client.get(f"/practice/{aid}.json?rank={rank}").json()["timeline_url"]
+        assert _header(client, url)["counters"] == []
+        assert _header(client, f"/api/scenarios/straggler/canonical/timeline.bin?rank={rank}")["counters"]
+
+
 def test_an_uploaded_rank_says_which_it_is_and_a_rocm_upload_gets_htas_block(client):
     """One uploaded file draws its distributedInfo.rank; the MI250-shaped trace (tests/rocm_trace.py)
     gets HTA's block, not None of 0 µs."""

@@ -96,7 +96,7 @@ def _instance(store, token):
 def candidate_timeline(token: str, request: Request, store: StoreDep, rank: str = "0"):
     _, inst = _instance(store, token)
     r = served.parse_rank(rank, inst.ranks)
-    return served.timeline_response(served.timeline_body(inst, r, "interview round"), request)
+    return served.timeline_response(served.timeline_body(inst, r, "interview round", counters=False), request)
 
 
 @router.get("/r/{token}/slices/{src}")

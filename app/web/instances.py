@@ -130,21 +130,26 @@ def _bodies() -> ByteLRU:
     return _BODIES
 
 
-def timeline_body(inst: Instance, rank: int | str, title: str) -> bytes:
+def timeline_body(inst: Instance, rank: int | str, title: str, counters: bool = True) -> bytes:
+    """The timeline binary, gzipped, cached per instance, rank and `counters`.
+
+    `counters=False` for the candidate's own views (a practice round, a live round): a
+    counter can be the very reading the case's decisive measurement is for (the straggler's
+    SM clock is what DCGM shows), so there the candidate has to think to measure it."""
     def build():
         steps = [(st["start_us"] * 1e3, st["end_us"] * 1e3) for st in inst.artifacts.get("steps", [])]
         if not steps:  # a build that lists none (the fixed builds): the steps its trace marks
             steps = inst.trace(0 if rank == "all" else rank).profiler_steps_ns()
         if rank == "all":
             slices = timeline.stack([timeline.from_trace(inst.trace(r)) for r in range(inst.ranks)])
-            counters = [{**c, "name": f"rank {r} · {c['name']}"} for r in range(inst.ranks) for c in inst.counters(r)]
+            drawn = [{**c, "name": f"rank {r} · {c['name']}"} for r in range(inst.ranks) for c in inst.counters(r)]
         else:
             slices = timeline.from_trace(inst.trace(rank))
             slices.ranks = [rank]
-            counters = inst.counters(rank)
-        return inst, gzip.compress(timeline.encode(slices, title, steps, counters), compresslevel=1)
+            drawn = inst.counters(rank)
+        return inst, gzip.compress(timeline.encode(slices, title, steps, drawn if counters else []), compresslevel=1)
 
-    return http(lambda: _bodies().get((id(inst), rank), build))[1]
+    return http(lambda: _bodies().get((id(inst), rank, counters), build))[1]
 
 
 def timeline_response(gz: bytes, request: Request) -> Response:

@@ -92,7 +92,7 @@ def round_timeline(aid: str, request: Request, store: StoreDep, who: Owner, rank
     a, inst = _instance(store, who, aid)
     r = served.parse_rank(rank, inst.ranks)
     title = f"practice round {a.public_id}" + (f" · rank {r}" if inst.ranks > 1 else "")
-    return served.timeline_response(served.timeline_body(inst, r, title), request)
+    return served.timeline_response(served.timeline_body(inst, r, title, counters=False), request)
 
 
 @router.get("/practice/{aid}/slices/{src}")
