@@ -51,6 +51,12 @@ def test_the_step_difference_shown_is_the_keys(client, sid):
     else:
         assert tuple(map(float, shown.groups())) == (before, after)
         assert f"{after - before:+.1f} ms" in page.text
+    # a step measured per unit of work after the fix (skinny-gemm: per 256-token equivalent of
+    # a micro-step that now holds 4x the tokens) says so; where the drawn steps are the figure, nothing
+    per_unit = sid == "skinny-gemm"
+    assert ("data-after-label" in page.text) == per_unit and ("after_label" in step) == per_unit
+    if per_unit:
+        assert step["after_label"] in page.text and step["after_drawn_ms"] == pytest.approx(4 * after, rel=0.05)
 
 
 @pytest.mark.parametrize("sid", ["launch-bound", "straggler"])
