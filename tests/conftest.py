@@ -152,3 +152,32 @@ def pytest_collection_modifyitems(config, items):
         return (2, SLOW_FILES_FIRST.index(name)) if name in SLOW_FILES_FIRST else (3, 0)
 
     items.sort(key=rank)  # every worker sorts alike, as xdist requires; stable: a file keeps its order
+
+
+# -- the browser tests' shared fixtures (tests/browser.py) ------------------------------------
+@pytest.fixture(scope="module")
+def browser():
+    """One Chromium per test file."""
+    from tests.browser import launch
+
+    with launch() as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """One Trace Dojo per test file, on SQLite in its own folder, in a subprocess."""
+    from tests.server import running_server
+
+    with running_server(tmp_path_factory.mktemp("db")) as base:
+        yield base
+
+
+@pytest.fixture
+def page(browser):
+    """A 1280 x 800 page that fails its test on a JavaScript error or a CSP violation."""
+    from tests.browser import watched_page
+
+    with watched_page(browser, 1280, 800) as pg:
+        yield pg
+

@@ -14,7 +14,8 @@ import pytest
 
 from tests.calibration import READS
 from tests.server import Server, wait_until
-from tests.test_live import CHROMIUM, PASSWORD, add_user, staff_client
+from tests.browser import CHROMIUM
+from tests.test_live import PASSWORD, add_user, staff_client
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")
 pw = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e .[test])")
@@ -111,14 +112,6 @@ def site(tmp_path_factory):
                   "invite": invite.json()["invite_url"].removeprefix(s.base)}
     finally:
         s.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with pw.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        yield b
-        b.close()
 
 
 def new_page(browser, width=1440, height=900):

@@ -4,42 +4,20 @@ puts it; the two timelines of before/after moving as one; the step difference sh
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from app import instances
 from app.scenario import observation
-from tests.server import running_server, wait_until
+from tests.browser import needs_chromium, watched_page
+from tests.server import wait_until
 
-CHROMIUM = Path("/usr/bin/chromium")
-pw = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e .[test])")
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed at /usr/bin/chromium")
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with running_server(tmp_path_factory.mktemp("db")) as base:
-        yield base
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with pw.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        yield b
-        b.close()
+pytestmark = needs_chromium
 
 
 @pytest.fixture
 def page(browser):
-    pg = browser.new_page(viewport={"width": 1440, "height": 900})
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.on("console", lambda m: "Content Security Policy" in m.text and errors.append(m.text))
-    yield pg
-    pg.close()
-    assert not errors, f"JavaScript errors: {errors}"
+    with watched_page(browser, 1440, 900) as pg:  # the server and browser: tests/conftest.py
+        yield pg
 
 
 def open_viewer(page, url: str, hook: str = "window.timelineTest") -> None:

@@ -13,37 +13,10 @@ import pytest
 import scenarios
 from app import tools
 from app.scenario import observation
-from tests.server import running_server, wait_until
+from tests.browser import needs_chromium
+from tests.server import wait_until
 
-CHROMIUM = Path("/usr/bin/chromium")
-pw = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e .[test])")
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed at /usr/bin/chromium")
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with running_server(tmp_path_factory.mktemp("db")) as base:
-        yield base
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with pw.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser):
-    pg = browser.new_page(viewport={"width": 1280, "height": 800})
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    # the server's CSP is enforced here as in any browser: a violation is a broken page
-    pg.on("console", lambda m: "Content Security Policy" in m.text and errors.append(m.text))
-    yield pg
-    pg.close()
-    assert not errors, f"JavaScript errors: {errors}"
+pytestmark = needs_chromium  # server, browser and page: tests/conftest.py
 
 
 def measurements_tab(page):

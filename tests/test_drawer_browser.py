@@ -8,9 +8,10 @@ from __future__ import annotations
 import pytest
 
 from tests.server import wait_until
-from tests.test_browser import CHROMIUM, browser, open_viewer, page, pw, server  # noqa: F401 (fixtures)
+from tests.browser import needs_chromium
+from tests.test_browser import open_viewer
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed at /usr/bin/chromium")
+pytestmark = needs_chromium
 
 DDP = "/scenarios/ddp/canonical"
 

@@ -18,9 +18,9 @@ import pytest
 
 import scenarios
 
+from tests.browser import launch
 from tests.server import Server, wait_until
 
-CHROMIUM = Path("/usr/bin/chromium")
 PASSWORD = "correct horse battery staple"
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -181,17 +181,11 @@ def test_the_console_resumes_from_its_last_event_id_after_a_restart(servers):
 
 # -- two browsers --------------------------------------------------------------------------------
 
-pw = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e .[test])")
-
-
 @pytest.fixture
 def browser():
-    if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed at /usr/bin/chromium")
-    with pw.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+    """A Chromium of its own for each test (tests/browser.py)."""
+    with launch() as b:
         yield b
-        b.close()
 
 
 def watch_errors(page, errors: list):

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 import scenarios
 from tests.server import wait_until
-from tests.test_browser import browser, measurements_tab, open_viewer, page, server  # noqa: F401  (fixtures)
+from tests.browser import needs_chromium
+from tests.test_browser import measurements_tab, open_viewer
 
-pytestmark = pytest.mark.skipif(not __import__("pathlib").Path("/usr/bin/chromium").exists(),
-                                reason="Debian's chromium is not installed at /usr/bin/chromium")
+pytestmark = needs_chromium
 
 
 def _stack_by_keyboard(page):

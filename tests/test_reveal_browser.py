@@ -7,40 +7,20 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.server import running_server, wait_until
-from tests.test_browser import CHROMIUM, open_viewer, start_round
+from tests.browser import needs_chromium, watched_page
+from tests.server import wait_until
+from tests.test_browser import open_viewer, start_round
 
-pw = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e .[test])")
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed at /usr/bin/chromium")
+pytestmark = needs_chromium
 
 DDP = "/scenarios/ddp/canonical"
 LABEL_W, RULER = 230, 34  # paint.js LAYOUT: the track names' column, the ruler's height
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with running_server(tmp_path_factory.mktemp("db")) as base:
-        yield base
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with pw.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        yield b
-        b.close()
-
-
 @pytest.fixture
 def page(browser):
-    ctx = browser.new_context(viewport={"width": 1440, "height": 900})
-    pg = ctx.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.on("console", lambda m: "Content Security Policy" in m.text and errors.append(m.text))
-    yield pg
-    ctx.close()
-    assert not errors, f"JavaScript errors: {errors}"
+    with watched_page(browser, 1440, 900) as pg:  # the server and browser: tests/conftest.py
+        yield pg
 
 
 def js(page, expr):

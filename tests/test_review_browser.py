@@ -15,7 +15,8 @@ import pytest
 from app.review import replay
 from tests.calibration import READS
 from tests.server import Server, wait_until
-from tests.test_live import CHROMIUM, PASSWORD, add_user, staff_client
+from tests.browser import CHROMIUM
+from tests.test_live import PASSWORD, add_user, staff_client
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")
 

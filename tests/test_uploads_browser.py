@@ -13,38 +13,18 @@ import pytest
 
 import scenarios
 from app.trace import kineto
-from tests.server import running_server, wait_until
+from tests.browser import needs_chromium, watched_page
+from tests.server import wait_until
 
-CHROMIUM = Path("/usr/bin/chromium")
 FIXTURES = Path("/work/shared/fixtures/kineto")
-pw = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e .[test])")
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed at /usr/bin/chromium")
+pytestmark = needs_chromium
 SHOTS = os.environ.get("TRACEDOJO_SHOTS_DIR")
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with running_server(tmp_path_factory.mktemp("db")) as base:
-        yield base
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with pw.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        yield b
-        b.close()
 
 
 @pytest.fixture(params=[800, 1440, 1920], ids=lambda w: f"{w}px")
 def page(browser, request):
-    pg = browser.new_page(viewport={"width": request.param, "height": 900})
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.on("console", lambda m: "Content Security Policy" in m.text and errors.append(m.text))
-    yield pg
-    pg.close()
-    assert not errors, f"JavaScript errors: {errors}"
+    with watched_page(browser, request.param, 900) as pg:  # the server and browser: tests/conftest.py
+        yield pg
 
 
 def _shot(page, name: str) -> None:
