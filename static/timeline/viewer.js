@@ -190,16 +190,12 @@ export async function mount(root, url, opts = {}) {
     if (reveal && row >= 0) revealRow(view, row);
     redraw();
   }
-  function focusRow(row, zoom) {
+  // F: the selected slice fills the view, half its length to either side (revealRow, for
+  // the selections that only have to be seen, zooms no further than it must)
+  function focusRow(row) {
     const { ts, dur } = data.cols;
-    const span = view.scale.end - view.scale.start;
-    if (zoom) {
-      const pad = Math.max(dur[row] * 0.5, 1000);
-      view.scale.set(ts[row] - pad, ts[row] + dur[row] + pad, view.scale.width);
-    } else if (ts[row] < view.scale.start || ts[row] + dur[row] > view.scale.end) {
-      const mid = ts[row] + dur[row] / 2;
-      view.scale.set(mid - span / 2, mid + span / 2, view.scale.width);
-    }
+    const pad = Math.max(dur[row] * 0.5, 1000);
+    view.scale.set(ts[row] - pad, ts[row] + dur[row] + pad, view.scale.width);
     const item = view.layout.items.find((i) => i.kind === "track" && i.track === data.cols.track[row]);
     if (item && (item.y - view.scrollY < tracksTop(view) || item.y - view.scrollY > view.height - 40)) view.scrollY = Math.max(0, item.y - 80);
   }
@@ -270,7 +266,7 @@ export async function mount(root, url, opts = {}) {
       return;
     }
     if (k === "/") { e.preventDefault(); search.focus(); search.select(); return; }
-    if (k === "f" && view.selectedRow >= 0) { focusRow(view.selectedRow, true); redraw(); }
+    if (k === "f" && view.selectedRow >= 0) { focusRow(view.selectedRow); redraw(); }
     else if (k === "f" && view.area) { view.scale.set(view.area.start_ns, view.area.end_ns, view.scale.width); redraw(); }
     else if ((k === "p" || k === "c") && view.selectedRow >= 0) {
       // P pins the selected slice's track to the top (again to unpin); C folds its group
