@@ -17,6 +17,10 @@ export function setupQuery(root, data, onSelect) {
     return body;
   }
 
+  // Ctrl+Enter (Cmd+Enter) runs it from the editor, as Perfetto's query page does
+  form.q.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); form.requestSubmit(); }
+  });
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     status.textContent = "running…";
