@@ -271,6 +271,14 @@ def test_an_interviewer_and_a_candidate_in_two_browsers(servers, browser):
     within(iv, "window.tracedojoConsole.runs().length === 1", 2.0)
     within(iv, "document.querySelector('[data-run-output]').textContent.length > 40", 3.0)
 
+    # asks the trace a question in the Query tab: the console lists it with its answer's size
+    cand.get_by_role("tab", name="Query").click()
+    cand.fill("#drawer-sql", "SELECT name, dur FROM slice WHERE name LIKE 'nccl%' ORDER BY dur DESC LIMIT 2")
+    cand.locator("#drawer-sql").press("Control+Enter")
+    within(iv, "window.tracedojoConsole.runs().length === 2", 3.0)
+    assert "SQL: SELECT name, dur FROM slice" in iv.inner_text("[data-runs]") and "(2 rows)" in iv.inner_text("[data-runs]")
+    assert "LIMIT 2" in iv.inner_text("[data-run-output]")
+
     # narrates: the console shows the words as typed
     cand.click("#narration")
     cand.keyboard.type("One step is 622 ms; the compute stream idles ~175 ms at the end.")

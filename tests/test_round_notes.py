@@ -61,3 +61,21 @@ def test_a_bad_note_is_refused(web, body):
     _, cand, _, api = web
     res = cand.post(f"{api}/events", json=body)
     assert res.status_code == 422, res.text
+
+
+def test_a_candidates_queries_join_the_log_and_the_consoles_runs_list(web):
+    """The Query tab in a live round: each query, answered or refused, is a `query` event the
+    console lists among the runs (with its row count or refusal); it is not a scored run."""
+    iv, cand, rid, api = web
+    token = api.removeprefix("/api/r/")
+    ok = cand.post(f"/r/{token}/sql", json={"query": "SELECT name, dur FROM slice ORDER BY dur DESC LIMIT 3"})
+    assert ok.status_code == 200 and len(ok.json()["rows"]) == 3
+    refused = cand.post(f"/r/{token}/sql", json={"query": "DELETE FROM slice"})
+    assert refused.status_code == 403
+    view = iv.get(f"/rounds/{rid}.json").json()
+    queries = [e["data"] for e in view["events"] if e["kind"] == "query"]
+    assert [q.get("rows") for q in queries] == [3, None] and queries[1]["error"] == refused.json()["error"]
+    assert queries[0]["query"].startswith("SELECT name, dur") and view["queries"] == queries
+    assert view["state"]["runs"] == []  # the scorer's runs are the tools'
+    page = iv.get(f"/rounds/{rid}").text
+    assert "SELECT name, dur FROM slice" in page  # the console's first paint lists them

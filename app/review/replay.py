@@ -18,7 +18,7 @@ from app.rounds.live import apply_splice
 # `created`, `link` or `scorecard`, are listed but not drawn).
 LANES = ("narration", "view", "marks", "run", "hint", "note", "integrity", "phase")
 LANE_OF = {"narration": "narration", "viewport": "view", "selection": "view", "marks": "marks", "run": "run",
-           "hint": "hint", "note": "note", "integrity": "integrity", "phase": "phase", "lock": "phase",
+           "query": "run", "hint": "hint", "note": "note", "integrity": "integrity", "phase": "phase", "lock": "phase",
            "submit": "phase", "end": "phase", "opened": "phase", "practice": "phase"}
 # Play skips a stretch with no event longer than this (seconds of round time): a
 # candidate reading for three minutes without touching anything is three minutes of

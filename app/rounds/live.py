@@ -354,6 +354,22 @@ def add_run(store: Store, token: str, tool: str, options: dict[str, str], since_
     return out
 
 
+MAX_QUERY_LOG_CHARS = 2000  # of a query's text kept in the log: enough to read what was asked
+
+
+def add_query(store: Store, token: str, query: str, rows: int | None, error: str | None) -> None:
+    """A query the candidate ran in the Query tab, as a `query` event: the interviewer sees what
+    was asked of the trace, and what came back (a row count, or the one-line refusal), as
+    they see a tool's run. Not a run: runs are the tools the scorer credits."""
+    data = {"query": query[:MAX_QUERY_LOG_CHARS], "at": now().isoformat()}
+    data.update({"rows": rows} if error is None else {"error": error[:300]})
+    with store.write() as db:
+        r = _candidate_round(db, token, writing_read=False)
+        ev = _append(db, r, "candidate", "query", data)
+        rid = r.id
+    _published(rid, "query", ev)
+
+
 def candidate_event(store: Store, token: str, kind: str, data: dict) -> int:
     """A view change or an integrity signal (tab hidden, a paste): the console mirrors it;
     integrity is information for the interviewer, never a penalty. The page sends one per
@@ -641,7 +657,7 @@ def candidate_view(store: Store, r: Round) -> dict:
 
 
 # What the console's page and fragments need from the log; the JSON twin has all of it.
-CONSOLE_KINDS = frozenset({"hint", "note", "integrity", "practice"})
+CONSOLE_KINDS = frozenset({"hint", "note", "integrity", "practice", "query"})
 
 
 def console_view(store: Store, staff: Staff, r: Round, whole_log: bool = True) -> dict:
@@ -670,6 +686,7 @@ def console_view(store: Store, staff: Staff, r: Round, whole_log: bool = True) -
         "events": log,
         "notes": [e for e in log if e["kind"] == "note"],
         "integrity": [e for e in log if e["kind"] == "integrity"],
+        "queries": [e["data"] for e in log if e["kind"] == "query"],  # the candidate's Query tab (add_query)
         # the practice history the candidate attached (app/rounds/consent.py), as it now stands
         "practice": next((e["data"] for e in reversed(log) if e["kind"] == "practice"), None),
         "scorecard": scorecard_json(card, staff.email) if card else None,

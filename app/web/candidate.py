@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from fastapi import APIRouter, Body, Request
+import orjson
+from fastapi import APIRouter, Body, HTTPException, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field, FiniteFloat, field_validator
 from starlette.concurrency import run_in_threadpool
@@ -119,9 +120,17 @@ def candidate_trace_gz(token: str, store: StoreDep, rank: str = "0"):
 
 @router.post("/r/{token}/sql")
 def candidate_sql(token: str, body: sql_console.Query, store: StoreDep, rank: str = "0"):
-    """The Query tab: SQL over the round's trace (the trace only: nothing of the key)."""
+    """The Query tab: SQL over the round's trace (the trace only: nothing of the key). Each
+    query joins the round's log, answered or refused, for the interviewer's console."""
     _, inst = _instance(store, token)
-    return sql_console.instance_response(inst, rank, body.query, get_settings())
+    try:
+        res = sql_console.instance_response(inst, rank, body.query, get_settings())
+    except HTTPException as e:
+        if e.status_code != 429:  # busy is the server's state, not something the candidate asked
+            live.add_query(store, token, body.query, None, str(e.detail))
+        raise
+    live.add_query(store, token, body.query, len(orjson.loads(res.body)["rows"]), None)
+    return res
 
 
 @router.get("/r/{token}/tools/{tool_id}")

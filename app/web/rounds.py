@@ -246,7 +246,9 @@ def console_page(rid: str, request: Request, store: StoreDep, staff: StaffPage):
         **served.viewer_context(inst, _urls(r), None), "console": view,
         "page": {"id": r.public_id, "events_url": f"/rounds/{r.public_id}/events",
                  "after": view["state"]["last_event_id"], "narration": view["state"]["narration"],
-                 "marks": view["state"]["marks"], "runs": view["state"]["runs"], "timer": view["timer"],
+                 "marks": view["state"]["marks"], "timer": view["timer"],
+                 # the tools run and the queries asked, in the order they happened, as the live list shows them
+                 "runs": sorted(view["state"]["runs"] + view["queries"], key=lambda x: x.get("at") or ""),
                  "tool_base": f"/rounds/{r.public_id}/tools/", "integrity": view["integrity"][-300:]}})
 
 

@@ -6,7 +6,7 @@
 // EventSource reconnects by itself and resumes from the last id it saw.
 import { drawMarks, marksText } from "./marks.js";
 import { setupViewerPage } from "./viewer-page.js";
-import { readTimer, showHtmxErrors, showRunOutput, tickClock, words } from "./live-common.js";
+import { readTimer, runLabel, showHtmxErrors, showRunOutput, tickClock, words } from "./live-common.js";
 
 const page = JSON.parse(document.getElementById("console-data").textContent);
 const root = document.getElementById("viewer");
@@ -70,7 +70,7 @@ function showRuns() {
     const b = document.createElement("button");
     b.type = "button";
     b.className = "linkish";
-    b.textContent = `${r.tool}${r.options && Object.keys(r.options).length ? ` ${new URLSearchParams(r.options)}` : ""}`;
+    b.textContent = runLabel(r);
     b.addEventListener("click", () => showRun(r));
     li.append(b, ` · ${r.since_open_s != null ? `${Math.round(r.since_open_s)} s in` : ""}`);
     return li;
@@ -108,7 +108,7 @@ function apply(e) {
       showNarration();
       break;
     case "marks": marks = d; showMarks(); break;
-    case "run": runs.push(d); showRuns(); showRun(d); break;
+    case "run": case "query": runs.push(d); showRuns(); showRun(d); break;
     case "viewport":
       // overlapping posts can commit out of send order: an older view never replaces a newer one
       if (lastView && d.t != null && lastView.t != null && d.t < lastView.t) break;
@@ -133,7 +133,7 @@ integrity.push(...(page.integrity || []));
 showNarration(); showRuns(); showIntegrity();
 
 const source = new EventSource(`${page.events_url}?after=${page.after}`);
-const KINDS = ["narration", "marks", "run", "viewport", "selection", "integrity", "hint", "note", "phase", "lock", "submit",
+const KINDS = ["narration", "marks", "run", "query", "viewport", "selection", "integrity", "hint", "note", "phase", "lock", "submit",
   "end", "opened", "link", "scorecard", "created", "practice"];
 KINDS.forEach((k) => source.addEventListener(k, (m) => { try { apply(JSON.parse(m.data)); } catch (err) { console.error(err); } }));
 source.addEventListener("open", () => { mirrorStatus.dataset.connected = "1"; });

@@ -40,12 +40,23 @@ export const words = (text) => (text.match(/\S+/g) || []).length;
 
 // A measurement's output as the candidate saw it, fetched again from the round's own tool
 // URL (`toolBase`): the console shows each run as it comes, the review each run replayed.
+// A query from the candidate's Query tab sits among the runs (a `query` event): its text and
+// what came back, since no other page has the SQL to run it again.
 export async function showRunOutput(out, toolBase, run) {
   out.hidden = false;
+  if (run.query != null) { out.textContent = `SQL (the candidate's Query tab), ${queryOutcome(run)}:\n\n${run.query}`; return; }
   const q = new URLSearchParams(run.options || {}).toString();
   out.textContent = `running ${run.tool}…`;
   try {
     const body = await (await fetch(`${toolBase}${encodeURIComponent(run.tool)}${q ? `?${q}` : ""}`)).json();
     out.textContent = body.error || (body.applicable ? `$ ${body.command}\n${body.output}` : `${body.tool} does not apply here: ${body.reason}`);
   } catch (e) { out.textContent = `could not fetch the output: ${e.message}`; }
+}
+
+const queryOutcome = (q) => (q.error ? `refused: ${q.error}` : `${q.rows} row${q.rows === 1 ? "" : "s"}`);
+
+// A run's line in a list: the tool and its options, or a query's first words and outcome.
+export function runLabel(r) {
+  if (r.query != null) return `SQL: ${r.query.replace(/\s+/g, " ").slice(0, 60)} (${queryOutcome(r)})`;
+  return `${r.tool}${r.options && Object.keys(r.options).length ? ` ${new URLSearchParams(r.options)}` : ""}`;
 }

@@ -5,14 +5,14 @@
 // round's log is a few thousand events: a fold is well under a frame).
 import { drawMarks, marksText } from "./marks.js";
 import { setupViewerPage } from "./viewer-page.js";
-import { showHtmxErrors, showRunOutput } from "./live-common.js";
+import { runLabel, showHtmxErrors, showRunOutput } from "./live-common.js";
 
 const page = JSON.parse(document.getElementById("review-data").textContent);
 const $ = (sel) => document.querySelector(sel);
 showHtmxErrors($("[data-error]"));
 
 const LANES = ["narration", "view", "marks", "run", "hint", "note", "integrity", "phase"];
-const LANE_OF = { narration: "narration", viewport: "view", selection: "view", marks: "marks", run: "run", hint: "hint",
+const LANE_OF = { narration: "narration", viewport: "view", selection: "view", marks: "marks", run: "run", query: "run", hint: "hint",
   note: "note", integrity: "integrity", phase: "phase", lock: "phase", submit: "phase", end: "phase", opened: "phase",
   practice: "phase" };
 const LANE_H = 9;
@@ -25,7 +25,7 @@ function apply(st, e) {
   switch (e.kind) {
     case "narration": st.narration = st.narration.slice(0, d.at) + d.ins + st.narration.slice(d.at + d.del); break;
     case "marks": st.marks = { ...d }; break;
-    case "run": st.runs.push({ ...d, at: e.at }); break;
+    case "run": case "query": st.runs.push({ ...d, at: e.at }); break;
     case "hint": st.hints.push({ index: d.index, title: d.title, at: e.at }); break;
     case "note": st.notes.push({ text: d.text, by: d.by, at: e.at }); break;
     case "integrity": st.integrity.push({ ...d, at: e.at }); break;
@@ -82,7 +82,7 @@ async function main() {
       const li = document.createElement("li");
       const b = document.createElement("button");
       b.type = "button"; b.className = "linkish";
-      b.textContent = `${r.tool}${r.options && Object.keys(r.options).length ? ` ${new URLSearchParams(r.options)}` : ""}`;
+      b.textContent = runLabel(r);
       b.addEventListener("click", () => showRun(r));
       li.append(b, ` · ${hhmmss(r.at)}`);
       return li;
