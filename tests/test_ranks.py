@@ -13,19 +13,15 @@ from fastapi.testclient import TestClient
 
 import scenarios
 from app.scenario import Instance
-from app.web.main import create_app
+from tests.conftest import sqlite_app
 
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
     import os
 
-    os.environ["DATABASE_URL"] = f"sqlite:///{tmp_path_factory.mktemp('db') / 'test.db'}"
     os.environ["TRACEDOJO_UPLOADS_DIR"] = str(tmp_path_factory.mktemp("uploads"))
-    from app.config import get_settings
-
-    get_settings.cache_clear()
-    with TestClient(create_app()) as c:
+    with TestClient(sqlite_app(tmp_path_factory, "ranks")) as c:
         yield c
 
 

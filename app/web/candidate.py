@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-import orjson
 from fastapi import APIRouter, Body, HTTPException, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field, FiniteFloat, field_validator
@@ -124,13 +123,13 @@ def candidate_sql(token: str, body: sql_console.Query, store: StoreDep, rank: st
     query joins the round's log, answered or refused, for the interviewer's console."""
     _, inst = _instance(store, token)
     try:
-        res = sql_console.instance_response(inst, rank, body.query, get_settings())
+        res = sql_console.instance_result(inst, rank, body.query, get_settings())
     except HTTPException as e:
         if e.status_code != 429:  # busy is the server's state, not something the candidate asked
             live.add_query(store, token, body.query, None, str(e.detail))
         raise
-    live.add_query(store, token, body.query, len(orjson.loads(res.body)["rows"]), None)
-    return res
+    live.add_query(store, token, body.query, len(res.rows), None)
+    return sql_console.response(res)
 
 
 @router.get("/r/{token}/tools/{tool_id}")

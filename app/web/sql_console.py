@@ -40,27 +40,38 @@ def limits(settings: Settings, max_rows: int | None = None) -> sql.Limits:
                       max_concurrent=settings.max_concurrent_sql)
 
 
-def respond(database: Path, query: str, settings: Settings) -> Response:
+def result(database: Path, query: str, settings: Settings) -> sql.Result:
     """Run `query` on `database`: 403 for a statement that is refused (a write), 400 for SQL
     DuckDB rejects, 429 when too many run at once."""
     try:
-        result = sql.run(database, query, limits(settings))
+        return sql.run(database, query, limits(settings))
     except sql.QueryRefused as e:
         raise HTTPException(403, str(e)) from None
     except sql.QueryFailed as e:
         raise HTTPException(400, str(e)) from None
     except sql.QueryBusy as e:
         raise HTTPException(429, str(e), headers={"Retry-After": "5"}) from None
-    return Response(orjson.dumps(result.as_json()), media_type="application/json")
 
 
-def instance_response(inst: Instance, rank: str, query: str, settings: Settings) -> Response:
+def response(res: sql.Result) -> Response:
+    return Response(orjson.dumps(res.as_json()), media_type="application/json")
+
+
+def respond(database: Path, query: str, settings: Settings) -> Response:
+    return response(result(database, query, settings))
+
+
+def instance_result(inst: Instance, rank: str, query: str, settings: Settings) -> sql.Result:
     """A query on one rank of a generated instance, whoever names it (the explorer's URL, a
     practice round's id, a live round's link): 400 for rank=all, as for a download."""
     r = served.parse_rank(rank, inst.ranks)
     if r == "all":
         raise HTTPException(400, "SQL runs on one rank at a time: rank=0 to rank=%d" % (inst.ranks - 1))
-    return respond(served.http(lambda: instance_database(inst, r, settings)), query, settings)
+    return result(served.http(lambda: instance_database(inst, r, settings)), query, settings)
+
+
+def instance_response(inst: Instance, rank: str, query: str, settings: Settings) -> Response:
+    return response(instance_result(inst, rank, query, settings))
 
 
 def url(urls: served.Urls, rank: int | str) -> str | None:
