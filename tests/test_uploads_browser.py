@@ -89,11 +89,27 @@ def test_the_drop_zone_is_a_keyboard_file_picker(page, server, tmp_path):
     outline = page.evaluate("getComputedStyle(document.getElementById('dropzone')).outlineStyle")
     assert outline == "solid"  # the zone shows where the focus is
     _shot(page, "upload-focused")
-    with page.expect_file_chooser() as fc:
-        page.keyboard.press("Space")
-    fc.value.set_files(str(trace))
+    _choose_by_keyboard(page).set_files(str(trace))
     assert page.locator("#chosen li").all_inner_texts()[0].startswith("rank0.json")
     assert page.locator("#chosen-summary").inner_text().startswith("1 file chosen")
+
+
+def _choose_by_keyboard(page):
+    """Space on the focused picker, and the file chooser it opens. On a loaded machine
+    Chromium now and then drops the keystroke's chooser (CI lost one in ~2,500 tests, at
+    a different width each time), so the keystroke is tried three times, 10 s each, within
+    the single 30 s it had before: a picker that never opens still fails."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for attempt in range(3):
+        assert page.evaluate("document.activeElement.id") == "trace"
+        try:
+            with page.expect_file_chooser(timeout=10_000) as fc:
+                page.keyboard.press("Space")
+            return fc.value
+        except PlaywrightTimeout:
+            if attempt == 2:
+                raise
 
 
 def test_a_bad_file_shows_its_reason_on_the_upload_page(page, server, tmp_path):
