@@ -60,12 +60,21 @@ def instance_of(a: Attempt) -> Instance:
 
 
 def create(store: Store, owner: str, scenario: str, seed: str | None = None,
-           params: dict[str, str] | None = None) -> Attempt:
-    """A new round of `scenario` (or a random one for "surprise") on a secret seed, or on
-    the public seed given (self-study of an instance the candidate already knows)."""
+           params: dict[str, str] | None = None, family: str | None = None,
+           difficulty: str | None = None) -> Attempt:
+    """A new round of `scenario` (or, for "surprise", a random one of the given family and
+    difficulty, any when not given) on a secret seed, or on the public seed given
+    (self-study of an instance the candidate already knows)."""
     rng = secrets.SystemRandom()
     surprise = scenario == SURPRISE
-    sid = rng.choice(list(scenarios.REGISTRY)) if surprise else scenario
+    if surprise:
+        shelf = scenarios.shelf(family, difficulty)
+        if not shelf:
+            raise InstanceError(f"no case is both {family or 'any family'} and {difficulty or 'any difficulty'}; "
+                                "widen the filter")
+        sid = rng.choice(shelf).id
+    else:
+        sid = scenario
     if sid not in scenarios.REGISTRY:  # a bad field of the request (400), not a missing page
         raise InstanceError(f"unknown scenario {instances.clip(sid)!r}; valid: {', '.join(scenarios.REGISTRY)}, "
                             f"{SURPRISE}")

@@ -234,6 +234,21 @@ class Built:
     ranks: int = 1  # how many per-rank traces the instance exports
 
 
+# The bank's shelves (practice filters, question tags): what kind of loss a case is, so a
+# candidate can drill one family, and how hard the read is. Every scenario names one of each
+# (tests/test_scenarios.py); a new family is added here on purpose, not by a module's typo.
+FAMILIES = {
+    "communication": "Communication exposed",
+    "host-input": "Host and input bound",
+    "multi-gpu-balance": "Balance across GPUs",
+    "serving": "Serving and scheduling",
+    "kernels-memory": "Kernels and memory",
+}
+# easy: one look at the gaps names it; medium: a trap that needs its arithmetic; hard: the
+# timeline misleads (a healthy trace, a second-order cause) or the measurement is unusual.
+DIFFICULTIES = ("easy", "medium", "hard")
+
+
 @dataclass
 class Scenario:
     id: str
@@ -267,6 +282,8 @@ class Scenario:
     # value holding from its time to the next. A side channel beside the Kineto export, whose
     # bytes stay as they were (tests/test_versions.py); the viewer draws them as Perfetto does.
     counters: Callable[["Instance", int], list[dict]] | None = None
+    family: str = ""  # a key of FAMILIES
+    difficulty: str = ""  # one of DIFFICULTIES
 
     @property
     def versions(self) -> tuple[int, ...]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from app.scenario import InstanceError, Scenario
+from app.scenario import DIFFICULTIES, FAMILIES, InstanceError, Scenario
 
 
 def _discover() -> dict[str, Scenario]:
@@ -37,3 +37,14 @@ def get(scenario_id: str) -> Scenario:
         return REGISTRY[scenario_id]
     except KeyError:
         raise InstanceError(f"unknown scenario {scenario_id!r}; valid scenarios: {', '.join(REGISTRY)}") from None
+
+
+def shelf(family: str | None = None, difficulty: str | None = None) -> list[Scenario]:
+    """The registered cases of a family and a difficulty (either may be None: any), in the
+    registry's order. An unknown family or difficulty is the asker's mistake, said as such."""
+    if family and family not in FAMILIES:
+        raise InstanceError(f"unknown family {family[:40]!r}; valid: {', '.join(FAMILIES)}")
+    if difficulty and difficulty not in DIFFICULTIES:
+        raise InstanceError(f"unknown difficulty {difficulty[:20]!r}; valid: {', '.join(DIFFICULTIES)}")
+    return [s for s in REGISTRY.values()
+            if (not family or s.family == family) and (not difficulty or s.difficulty == difficulty)]

@@ -1018,7 +1018,8 @@ def _key(p, seed, gpu, v, ph, steps, batches, buckets, trace, topo, fwd, bwd, op
 
 
 scenario = Scenario(
-    id="dataloader", version=2, older=(1,), fixable=(2,), title="Input starvation",
+    id="dataloader", version=2, older=(1,), fixable=(2,), family="host-input", difficulty="easy",
+    title="Input starvation",
     signature="The compute stream idles at the start of every step while the main thread waits in DataLoader.__next__",
     Params=Params, build=build,
     observations=("gpu_idle_ms", "gpu_busy_ms", "h2d_ms", "supply_img_s", "demand_img_s", "dataloader_wait_ms",

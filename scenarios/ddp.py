@@ -669,7 +669,8 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
 
 
 scenario = Scenario(
-    id="ddp", version=3, older=(1, 2), fixable=(3,), title="Unoverlapped DDP all-reduce",
+    id="ddp", version=3, older=(1, 2), fixable=(3,), family="communication", difficulty="easy",
+    title="Unoverlapped DDP all-reduce",
     signature="One long NCCL kernel after backward; the compute stream idles for exactly its duration",
     Params=Params, build=build,
     observations=("compute_idle_ms", "allreduce_ms", "nccl_kernels_per_step", "busbw_gbps", "mfu_pct",

@@ -1058,7 +1058,8 @@ def build(p: Params, rng: np.random.Generator, seed) -> Built:
 
 
 scenario = Scenario(
-    id="launch-bound", version=3, older=(1, 2), fixable=(3,), title="Launch-bound batch-1 decode",
+    id="launch-bound", version=3, older=(1, 2), fixable=(3,), family="host-input", difficulty="medium",
+    title="Launch-bound batch-1 decode",
     signature="A picket fence: ~1,100 tiny kernels per token with longer idle gaps between them, under a solid CPU launch wall",
     Params=Params, build=build,
     observations=("kernels_per_step", "gpu_busy_ms", "gpu_idle_ms", "mean_kernel_us", "mean_gap_us"),

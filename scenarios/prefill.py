@@ -1167,7 +1167,8 @@ def counters(inst, rank: int) -> list[dict]:
 
 
 scenario = Scenario(
-    id="prefill", version=2, older=(1,), fixable=(2,), title="Serving: prefill blocking decode",
+    id="prefill", version=2, older=(1,), fixable=(2,), family="serving", difficulty="medium",
+    title="Serving: prefill blocking decode",
     signature="ITL spikes are a busy GPU, not an idle one: one iteration carries a whole long prefill while every "
               "decode stream waits",
     Params=Params, build=build, counters=counters,

@@ -988,7 +988,8 @@ def _write_key(p, gpu, rec, seed, trace, steps, observations, v, rng, mean_f, me
 
 
 scenario = Scenario(
-    id="skinny-gemm", version=2, older=(1,), fixable=(2,), title="The healthy trace: a skinny GEMM the timeline cannot see into",
+    id="skinny-gemm", version=2, older=(1,), fixable=(2,), family="kernels-memory", difficulty="hard",
+    title="The healthy trace: a skinny GEMM the timeline cannot see into",
     signature="Wall-to-wall GPU, comm hidden, CPU ahead; the top GEMM family is memory-bound at M=256",
     Params=Params, build=build,
     observations=("gpu_busy_pct", "top_kernel_share_pct", "gemm_m", "arithmetic_intensity", "ridge_point",

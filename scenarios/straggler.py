@@ -1006,7 +1006,8 @@ def counters(inst, rank: int) -> list[dict]:
 
 
 scenario = Scenario(
-    id="straggler", version=3, older=(1, 2), fixable=(2, 3), title="Straggler rank: every collective waits for one GPU",
+    id="straggler", version=3, older=(1, 2), fixable=(2, 3), family="multi-gpu-balance", difficulty="medium",
+    title="Straggler rank: every collective waits for one GPU",
     signature="Long NCCL collectives on every rank but one; that rank computes ~1.5x slower",
     Params=Params, build=build, counters=counters,
     observations=("straggler_rank", "straggler_compute_ms", "peer_compute_ms", "wait_ms", "comm_ms", "allreduce_ms",

@@ -163,3 +163,40 @@ def test_the_report_links_the_trace_after_the_fix_where_the_version_builds_one(c
     from app.web.practice import _after_fix_url
     old = SimpleNamespace(scenario="ddp", seed="canonical", params={}, version=1)  # ddp v1 builds no fixed trace
     assert _after_fix_url(old, scenarios.get("ddp").instance("canonical", version=1)) is None
+
+
+# -- the bank's shelves: family and difficulty ------------------------------------------------
+
+def test_the_picker_filters_by_family_and_difficulty(client):
+    every = client.get("/practice.json").json()
+    assert [s["id"] for s in every["scenarios"]] == list(scenarios.REGISTRY) and every["of"] == len(scenarios.REGISTRY)
+    assert sum(f["count"] for f in every["families"]) == len(scenarios.REGISTRY)
+    fam = scenarios.get("ddp").family
+    shelf = client.get(f"/practice.json?family={fam}").json()["scenarios"]
+    assert "ddp" in [s["id"] for s in shelf] and all(s["family"] == fam for s in shelf)
+    assert len(shelf) < len(scenarios.REGISTRY)
+    hard = client.get("/practice.json?difficulty=hard").json()["scenarios"]
+    assert hard and all(scenarios.get(s["id"]).difficulty == "hard" for s in hard)
+    page = client.get(f"/practice?family={fam}").text
+    assert 'name="family" value="%s"' % fam in page  # "Surprise me" draws from the shelf shown
+    assert f"these {len(shelf)} pathologies" in page
+    r = client.get("/practice.json?family=gpu-magic")
+    assert r.status_code == 400 and "unknown family 'gpu-magic'" in r.json()["error"]
+
+
+def test_surprise_me_draws_only_from_the_filters_shelf(client):
+    fam, diff = scenarios.get("straggler").family, scenarios.get("straggler").difficulty
+    shelf = {s.id for s in scenarios.shelf(fam, diff)}
+    drawn = set()
+    for _ in range(12):
+        a = client.post("/api/attempts", json={"scenario": "surprise", "family": fam, "difficulty": diff}).json()
+        report = client.get(f"/api/attempts/{a['id']}")
+        assert report.status_code == 200 and a["surprise"]
+        drawn.add(client.post(f"/api/attempts/{a['id']}/submit", json={"narration": "the step is 600 ms"})
+                  .json()["scenario"])
+    assert drawn <= shelf and "straggler" in shelf
+    # an empty shelf is the asker's mistake, said as such, and nothing is created
+    empty = next((f, d) for f in scenarios.FAMILIES for d in scenarios.DIFFICULTIES if not scenarios.shelf(f, d))
+    r = client.post("/practice", data={"scenario": "surprise", "family": empty[0], "difficulty": empty[1]},
+                    follow_redirects=False)
+    assert r.status_code == 400 and "widen the filter" in r.text

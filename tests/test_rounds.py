@@ -9,6 +9,7 @@ import threading
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import scenarios
 from app.accounts import AccessDenied, Staff
 from app.db.base import store_for, upgrade_to_head
 from app.db.staff import Membership, Team, User
@@ -200,13 +201,14 @@ def test_concurrent_writers_to_one_round_keep_the_log_in_order(store, people):
     assert [e["id"] for e in live.events(store, r.id, after=mid, limit=10_000)] == [e["id"] for e in log[51:]]
 
 
-def test_the_question_bank_starts_with_the_six_and_makes_rounds(store, people):
+def test_the_question_bank_starts_with_every_case_and_makes_rounds(store, people):
     iv = people["iv"]
     team = next(iter(iv.roles))
     qs = questions.for_team(store, iv, team)
-    assert sorted(q.scenario for q in qs) == sorted(["ddp", "dataloader", "launch-bound", "straggler", "prefill",
-                                                    "skinny-gemm"])
-    assert len(questions.for_team(store, iv, team)) == 6  # seeded once
+    assert sorted(q.scenario for q in qs) == sorted(scenarios.REGISTRY)
+    assert len(questions.for_team(store, iv, team)) == len(scenarios.REGISTRY)  # seeded once
+    ddp_q = next(q for q in qs if q.scenario == "ddp")  # shelved as the practice bank shelves it
+    assert ddp_q.difficulty == scenarios.get("ddp").difficulty and "Communication exposed" in ddp_q.tags
     q = questions.create(store, iv, team, title="Straggler on A100", scenario="straggler", instance="seed", seed="11",
                          params={"gpu": "A100"}, time_plan=[{"phase": "reading", "minutes": 20}], tags=["multi-node"],
                          difficulty="hard")
@@ -251,3 +253,18 @@ def test_tracedojo_demo_makes_a_team_to_try(tmp_path):
     assert again["accounts"]["admin"]["password"].startswith("unchanged")
     bad = run("--team", "No Such Team!")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_a_case_registered_after_a_team_was_seeded_joins_its_bank(store, people, monkeypatch):
+    """A team seeded when the registry held fewer cases gains the newcomer on its next read,
+    once, beside the questions it has."""
+    iv = people["iv"]
+    team = next(iter(iv.roles))
+    newcomer = dict(scenarios.REGISTRY)
+    last = list(newcomer)[-1]
+    del newcomer[last]
+    monkeypatch.setattr(scenarios, "REGISTRY", newcomer)
+    assert last not in {q.scenario for q in questions.for_team(store, iv, team)}
+    monkeypatch.undo()
+    assert sorted(q.scenario for q in questions.for_team(store, iv, team)) == sorted(scenarios.REGISTRY)
+    assert len(questions.for_team(store, iv, team)) == len(scenarios.REGISTRY)

@@ -222,3 +222,11 @@ def test_trace_scales_with_params(sid):
     base = scn.instance(0)
     more = scn.instance(0, {unit: str(getattr(base.params, unit) * 2)})
     assert len(more.trace(0)) > 1.8 * len(base.trace(0))
+
+
+@pytest.mark.parametrize("sid", IDS)
+def test_every_case_is_shelved_in_the_bank(sid):
+    """The practice filters and the question bank's tags read these: a case on no shelf
+    would never be drawn by a filtered "Surprise me"."""
+    scn = scenarios.get(sid)
+    assert scn.family in scenarios.FAMILIES and scn.difficulty in scenarios.DIFFICULTIES

@@ -1,6 +1,7 @@
 """A team's question bank: which instance a round runs on (the canonical case, a fixed
 public seed, or a fresh secret seed per round), parameter overrides, the rubric version,
-the time plan, tags and difficulty. Every team starts with the six canonical cases.
+the time plan, tags and difficulty. Every team starts with every registered case (the
+built-ins), and gains a newly registered one the next time its bank is read.
 """
 
 from __future__ import annotations
@@ -15,10 +16,9 @@ from app import instances
 from app.accounts import AccessDenied, Staff
 from app.db.base import Store
 from app.db.staff import Question
-from app.scenario import InstanceError
+from app.scenario import DIFFICULTIES, FAMILIES, InstanceError
 
 INSTANCE_KINDS = ("canonical", "seed", "secret")
-DIFFICULTIES = ("easy", "medium", "hard")
 PHASES = ("brief", "reading", "discussion")
 # 45 minutes as the walkthroughs plan a round: brief, the read itself, then questions
 DEFAULT_PLAN = ({"phase": "brief", "minutes": 5}, {"phase": "reading", "minutes": 25},
@@ -69,8 +69,8 @@ def check_instance(scenario: str, kind: str, seed: str | None, params: dict[str,
 
 
 def ensure_builtin(db: Session, team_id: int) -> None:
-    """The six cases, once per team (a team may archive them, not lose them to a second
-    seeding). Each round draws fresh secret numbers: the canonical instance and every
+    """Every registered case, once per team (a team may archive one, not lose it to a second
+    seeding; a case registered later is added beside the others). Each round draws fresh secret numbers: the canonical instance and every
     small public seed have their key open in the explorer, where a candidate who
     recognizes the brief could read it."""
     have = set(db.scalars(select(Question.scenario).where(Question.team_id == team_id, Question.builtin)))
@@ -78,7 +78,8 @@ def ensure_builtin(db: Session, team_id: int) -> None:
         if s.id not in have:
             db.add(Question(team_id=team_id, title=s.title, scenario=s.id, instance="secret", seed=None, params={},
                             rubric_version=s.version, time_plan=[dict(p) for p in DEFAULT_PLAN],
-                            tags=["built-in"], difficulty="medium", builtin=True, created_at=now()))
+                            tags=["built-in", FAMILIES[s.family]], difficulty=s.difficulty, builtin=True,
+                            created_at=now()))
 
 
 def is_public(kind: str) -> bool:
@@ -90,8 +91,8 @@ def for_team(store: Store, staff: Staff, team_id: int) -> list[Question]:
     if staff.role(team_id) is None:
         raise NoQuestion("no such team among yours")
     with store.read() as db:
-        have = db.scalar(select(Question.id).where(Question.team_id == team_id, Question.builtin).limit(1))
-    if have is None:
+        have = set(db.scalars(select(Question.scenario).where(Question.team_id == team_id, Question.builtin)))
+    if not have >= set(scenarios.REGISTRY):  # a new team, or a case registered since its bank was seeded
         with store.write() as db:
             ensure_builtin(db, team_id)
     with store.read() as db:

@@ -22,6 +22,9 @@ class NewAttempt(BaseModel):
     seed: str | None = Field(default=None, max_length=32,
                              description="a public seed to practice on; by default a secret one is drawn")
     params: dict[str, str] = Field(default_factory=dict, max_length=64)
+    family: str | None = Field(default=None, max_length=40, description="with surprise: draw from this family only")
+    difficulty: str | None = Field(default=None, max_length=20,
+                                   description="with surprise: draw from this difficulty only")
 
 
 class Text(BaseModel):
@@ -50,7 +53,8 @@ class Run(BaseModel):
 
 @router.post("/api/attempts", status_code=201)
 def create_attempt(body: NewAttempt, store: StoreDep, who: Owner):
-    return practice.public(practice.create(store, who, body.scenario, body.seed, body.params))
+    return practice.public(practice.create(store, who, body.scenario, body.seed, body.params,
+                                           family=body.family, difficulty=body.difficulty))
 
 
 @router.get("/api/attempts")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Form, HTTPException, Request
+from fastapi import APIRouter, Form, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, RedirectResponse
 
 import scenarios
@@ -23,6 +23,7 @@ from app.scoring import evidence
 from app.scoring.read import LABELS
 from app.scoring.score import MAX_CHARS
 from app.config import get_settings
+from app.scenario import DIFFICULTIES, FAMILIES
 from app.web import instances as served
 from app.web import sql_console
 from app.web.deps import Owner, StoreDep
@@ -31,26 +32,37 @@ from app.web.templates import templates
 router = APIRouter()
 
 
-def _picker() -> dict:
-    return {"scenarios": [{"id": s.id, "title": s.title} for s in scenarios.REGISTRY.values()],
-            "start": "POST /practice with scenario=<id> or scenario=surprise (optional seed=<public seed>)"}
+def _picker(family: str = "", difficulty: str = "") -> dict:
+    """The bank on the shelf the filter names (blank: any), with what "Surprise me" draws from."""
+    shown = served.http(lambda: scenarios.shelf(family or None, difficulty or None))
+    return {"scenarios": [{"id": s.id, "title": s.title, "family": s.family, "family_label": FAMILIES[s.family],
+                           "difficulty": s.difficulty} for s in shown],
+            "families": [{"id": k, "label": v, "count": sum(s.family == k for s in scenarios.REGISTRY.values())}
+                         for k, v in FAMILIES.items()],
+            "difficulties": list(DIFFICULTIES), "family": family, "difficulty": difficulty,
+            "of": len(scenarios.REGISTRY),
+            "start": "POST /practice with scenario=<id>, or scenario=surprise and optional family=<family> and "
+                     "difficulty=<difficulty> (a random case among those); optional seed=<public seed>"}
 
 
 @router.get("/practice", include_in_schema=False)
-def picker(request: Request):
-    return templates.TemplateResponse(request, "practice.html", _picker())
+def picker(request: Request, family: str = Query("", max_length=40), difficulty: str = Query("", max_length=20)):
+    return templates.TemplateResponse(request, "practice.html", _picker(family, difficulty))
 
 
 @router.get("/practice.json")
-def picker_json():
-    return _picker()
+def picker_json(family: str = Query("", max_length=40), difficulty: str = Query("", max_length=20)):
+    return _picker(family, difficulty)
 
 
 @router.post("/practice", include_in_schema=False)
 def start(store: StoreDep, who: Owner, scenario: str = Form(..., max_length=64),
-          seed: str = Form("", max_length=32)):
-    """A new round: the named case (or a random one), on a secret seed unless one is given."""
-    a = practice.create(store, who, scenario, seed.strip() or None)
+          seed: str = Form("", max_length=32), family: str = Form("", max_length=40),
+          difficulty: str = Form("", max_length=20)):
+    """A new round: the named case (or a random one of the filter's shelf), on a secret seed
+    unless one is given."""
+    a = practice.create(store, who, scenario, seed.strip() or None, family=family or None,
+                        difficulty=difficulty or None)
     return RedirectResponse(f"/practice/{a.public_id}", 303)
 
 
