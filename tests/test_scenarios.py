@@ -1,4 +1,5 @@
-"""Registry-driven tests: every scenario, its canonical instance and seeds 0 to 19.
+"""Registry-driven tests: every scenario, its canonical instance and seeds 0 to 19 (its
+exports read back on the canonical and seeds 0 to 7).
 
 A new scenario file is tested here without new test code: it declares its seed
 headlines and which reader metrics its key must match, and the checks below apply.
@@ -22,6 +23,12 @@ from tests import kineto_reader
 SEEDS = ["canonical"] + list(range(20))
 IDS = list(scenarios.REGISTRY)
 CASES = [(s, seed) for s in IDS for seed in SEEDS]
+# Exporting every rank and reading it back as JSON is most of this file's time (a straggler
+# seed is 160 MB over eight ranks, 15 s). The export's validity is one code path whatever the
+# numbers, and the physics of every seed is held by the key tests below over all 20 seeds and
+# by each scenario's 200-seed plan test; so the independent read covers the canonical and
+# eight seeds, not twenty (the suite was 31 min of a 15-min budget).
+READ_BACK = [(s, seed) for s in IDS for seed in ["canonical"] + list(range(8))]
 
 
 @functools.lru_cache(maxsize=None)
@@ -48,7 +55,7 @@ def close(a: float, b: float, rel: float) -> bool:
 
 # -- the export is valid Kineto ---------------------------------------------------
 
-@pytest.mark.parametrize("sid,seed", CASES)
+@pytest.mark.parametrize("sid,seed", READ_BACK)
 def test_trace_reads_back(sid, seed):
     """The export is valid Kineto, physically drawable, and an independent read matches the key."""
     ds = docs(sid, seed)
