@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field, FiniteFloat
 
 import scenarios
 from app import instances
-from app.scenario import observation
+from app.scenario import FAMILIES, observation
 from app.analysis import fidelity
 from app.config import Settings, get_settings
 from app.web import instances as served
@@ -32,6 +32,7 @@ def scenario_rows() -> list[dict]:
         base = f"/scenarios/{scn.id}/canonical"
         rows.append({
             "id": scn.id, "version": scn.version, "title": scn.title, "signature": scn.signature,
+            "family": scn.family, "difficulty": scn.difficulty,
             "brief": inst.key["brief"], "ranks": inst.ranks,
             "trace_url": f"{base}/trace.json", "key_url": f"{base}/key.json",
             "params": scn.Params.describe(),
@@ -41,7 +42,11 @@ def scenario_rows() -> list[dict]:
 
 @router.get("/", include_in_schema=False)
 def index(request: Request):
-    return templates.TemplateResponse(request, "index.html", {"scenarios": scenario_rows()})
+    rows = scenario_rows()
+    shelves = [{"id": f, "label": label, "scenarios": [r for r in rows if r["family"] == f]}
+               for f, label in FAMILIES.items()]
+    return templates.TemplateResponse(request, "index.html", {"scenarios": rows,
+                                                              "shelves": [s for s in shelves if s["scenarios"]]})
 
 
 @router.get("/index.json")
