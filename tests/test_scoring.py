@@ -3,6 +3,7 @@ the report's contract."""
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import sys
@@ -20,9 +21,15 @@ ORDER = ["ddp", "dataloader", "launch-bound", "straggler", "prefill", "skinny-ge
 IDS = ["discipline_order", "findings", "trap", "root_cause", "measurement", "fix_win"]
 
 
+@functools.lru_cache(maxsize=None)
+def key_of(sid: str, seed) -> dict:
+    """Built once per case: a straggler instance is 3 s of eight ranks, and a calibration
+    test scores a dozen reads of it (the scorer reads the key, never writes it)."""
+    return scenarios.get(sid).instance(seed).key
+
+
 def run(sid: str, text: str, seed="canonical", runs=None) -> dict:
-    scn = scenarios.get(sid)
-    return score(scn.instance(seed).key, scn.rubric, text, runs)
+    return score(key_of(sid, seed), scenarios.get(sid).rubric, text, runs)
 
 
 def crit(report: dict, cid: str) -> dict:
@@ -76,7 +83,7 @@ SEED_AFTER_FIX = {"prefill": (("iterations become ~35ms", "iterations become ~{m
 @pytest.mark.parametrize("sid", ORDER)
 def test_the_seeds_sixty_second_version_scores_high(sid):
     text = seed_reads()[sid]
-    key = scenarios.get(sid).instance("canonical").key
+    key = key_of(sid, "canonical")
     for seed_says, model_says in SEED_AFTER_FIX.get(sid, ()):
         assert seed_says in text
         text = text.replace(seed_says, model_says.format(**{o["id"]: o["value"] for o in key["observations"]}))
@@ -124,14 +131,14 @@ def test_calibration_by_an_independent_author(sid, which):
 @pytest.mark.parametrize("sid", list(scenarios.REGISTRY))
 @pytest.mark.parametrize("seed", [0, 3, 8, 21])
 def test_model_answers_of_random_seeds_score_high(sid, seed):
-    key = scenarios.get(sid).instance(seed).key
+    key = key_of(sid, seed)
     r = run(sid, key["model_answer"], seed)
     assert r["total"] >= 85 and not r["trap_endorsed"]
 
 
 def test_every_scenario_has_a_rubric_for_each_trap_in_its_key():
     for sid, scn in scenarios.REGISTRY.items():
-        key = scn.instance("canonical").key
+        key = key_of(scn.id, "canonical")
         assert scn.rubric is not None, sid
         assert {t["id"] for t in key["traps"]} <= set(scn.rubric.traps), sid
 
@@ -152,7 +159,7 @@ def test_report_contract_and_evidence_spans():
 
 def test_misses_say_what_was_expected_in_the_instances_numbers():
     r = run("ddp", "The GPU is slow.")
-    key = scenarios.get("ddp").instance("canonical").key
+    key = key_of("ddp", "canonical")
     fix = crit(r, "fix_win")
     assert any(f"{float(key['expected']['after_ms']):.0f}" in m for m in fix["missed"])
     assert any("nsys-kern-sum" in m for m in crit(r, "measurement")["missed"])
@@ -192,7 +199,7 @@ def test_a_trap_endorsed_beside_the_true_fix_and_measurement_asks_a_reader(endor
 
 def test_a_number_said_of_the_wrong_quantity_earns_nothing():
     """175 is the all-reduce; said of the step it is not a finding about the all-reduce."""
-    key = scenarios.get("ddp").instance("canonical").key
+    key = key_of("ddp", "canonical")
     good = run("ddp", "The all-reduce takes 175 ms.")
     wrong = run("ddp", "The step takes 175 ms.")
     said = lambda r: {e["reason"].split(":")[0] for e in crit(r, "findings")["evidence"]}  # noqa: E731
@@ -269,7 +276,7 @@ def test_times_read_off_the_ruler_are_not_findings():
     """ "from 334 ms to 409 ms" was credited as the step after the fix and as compute per
     step (issue 12); the same numbers said as a change, or a difference said as a duration,
     still count."""
-    key = scenarios.get("ddp").instance("canonical").key
+    key = key_of("ddp", "canonical")
     after = float(key["expected"]["after_ms"])
     step = next(o["value"] for o in key["observations"] if o["id"] == "step_ms")
     ruler = run("ddp", f"The idle stretch runs from {after:.0f} ms to {step:.0f} ms on the ruler.")
@@ -282,7 +289,7 @@ def test_times_read_off_the_ruler_are_not_findings():
 
 def test_a_ratio_is_the_speedup_only_when_said_of_the_win():
     """A straggler's max/median equal to the expected speedup was credited as the win."""
-    key = scenarios.get("straggler").instance("canonical").key
+    key = key_of("straggler", "canonical")
     sp = float(key["expected"]["speedup"])
     ratio = run("straggler", f"Per-rank compute: the slowest rank over the median is {sp:.2f}x.")
     assert not any("speedup" in e["reason"] for e in crit(ratio, "fix_win")["evidence"])
